@@ -1,0 +1,335 @@
+"""Sandbox images: which image serves which language, and how to build them.
+
+The Dockerfiles live in the top-level ``images/`` folder (installed as the
+``sandcrew.images`` data package). On a machine that reaches a registry they
+build from public base images. Where no registry can be reached, the base root
+filesystem is made with ``debootstrap`` from the Debian mirror configured in
+``/etc/apt``, imported with ``docker import``, and our Dockerfile is built on top.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sandcrew.errors import InfrastructureError
+
+if TYPE_CHECKING:
+    import docker
+
+PYTHON_IMAGE = "sandcrew/python:latest"
+OFFLINE_BASE_IMAGE = "sandcrew/debian-base:bookworm"
+PUBLIC_BASE_IMAGE = "python:3.12-slim-bookworm"
+
+DEFAULT_IMAGES: dict[str, str] = {"python": PYTHON_IMAGE, "bash": PYTHON_IMAGE}
+"""Language → image tag used by default."""
+
+BUILD_COMMAND = "sandcrew images build"
+
+Progress = Callable[[str], None]
+
+
+class ImageBuildError(InfrastructureError):
+    """Building a sandbox image failed; the message says which step and why."""
+
+    code = "image_build_failed"
+
+
+class BaseSource(enum.StrEnum):
+    """Where the base layer of a sandbox image comes from."""
+
+    AUTO = "auto"
+    """The public base image if it is present or can be pulled, else debootstrap."""
+    PUBLIC = "public"
+    """Always the public base image (pulled from a registry when missing)."""
+    DEBOOTSTRAP = "debootstrap"
+    """Always a Debian root filesystem made locally with debootstrap."""
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One sandbox image: its tag and the folder holding its Dockerfile."""
+
+    name: str
+    tag: str
+    folder: str
+    public_base: str
+    debian_packages: tuple[str, ...]
+    """Packages the debootstrap root filesystem must include for this image."""
+
+
+IMAGE_SPECS: tuple[ImageSpec, ...] = (
+    ImageSpec(
+        name="python",
+        tag=PYTHON_IMAGE,
+        folder="python",
+        public_base=PUBLIC_BASE_IMAGE,
+        debian_packages=("python3",),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class ImageStatus:
+    """What ``sandcrew images list`` shows for one image."""
+
+    name: str
+    tag: str
+    present: bool
+    image_id: str | None
+    size_bytes: int | None
+    created: str | None
+
+
+def list_images(client: docker.DockerClient) -> list[ImageStatus]:
+    """Report every sandbox image the product knows of, built or not."""
+    import docker.errors
+
+    statuses = []
+    for spec in IMAGE_SPECS:
+        try:
+            image = client.images.get(spec.tag)
+        except docker.errors.ImageNotFound:
+            statuses.append(ImageStatus(spec.name, spec.tag, False, None, None, None))
+            continue
+        attrs: dict[str, Any] = image.attrs
+        statuses.append(
+            ImageStatus(
+                spec.name,
+                spec.tag,
+                True,
+                image.short_id,
+                int(attrs.get("Size", 0)),
+                str(attrs.get("Created", "")),
+            )
+        )
+    return statuses
+
+
+def build_images(
+    client: docker.DockerClient,
+    *,
+    base: BaseSource = BaseSource.AUTO,
+    rebuild_base: bool = False,
+    names: tuple[str, ...] | None = None,
+    on_progress: Progress = lambda line: None,
+) -> list[str]:
+    """Build the sandbox images (all, or those in ``names``); return their tags."""
+    specs = [spec for spec in IMAGE_SPECS if names is None or spec.name in names]
+    unknown = set(names or ()) - {spec.name for spec in IMAGE_SPECS}
+    if unknown:
+        known = ", ".join(spec.name for spec in IMAGE_SPECS)
+        raise ImageBuildError(f"unknown image {sorted(unknown)}; known images: {known}")
+    built = []
+    for spec in specs:
+        base_image = _choose_base(client, spec, base, rebuild_base, on_progress)
+        _build_dockerfile(client, spec, base_image, on_progress)
+        built.append(spec.tag)
+    return built
+
+
+def _choose_base(
+    client: docker.DockerClient,
+    spec: ImageSpec,
+    base: BaseSource,
+    rebuild_base: bool,
+    on_progress: Progress,
+) -> str:
+    if base is not BaseSource.DEBOOTSTRAP:
+        if _image_exists(client, spec.public_base):
+            return spec.public_base
+        on_progress(f"pulling {spec.public_base}")
+        pull_error = _try_pull(client, spec.public_base)
+        if pull_error is None:
+            return spec.public_base
+        if base is BaseSource.PUBLIC:
+            raise ImageBuildError(
+                f"cannot pull {spec.public_base}: {pull_error}. Without a registry, use "
+                f"`{BUILD_COMMAND} --base debootstrap`."
+            )
+        on_progress(f"no registry reachable ({pull_error}); building the base with debootstrap")
+    if rebuild_base or not _image_exists(client, OFFLINE_BASE_IMAGE):
+        make_debian_base(client, packages=spec.debian_packages, on_progress=on_progress)
+    return OFFLINE_BASE_IMAGE
+
+
+def _image_exists(client: docker.DockerClient, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def _try_pull(client: docker.DockerClient, tag: str) -> str | None:
+    """Pull ``tag``; return None on success, else the engine's reason."""
+    import docker.errors
+
+    repository, _, version = tag.partition(":")
+    try:
+        client.images.pull(repository, tag=version or "latest")
+    except docker.errors.APIError as error:
+        return str(error.explanation or error)
+    return None
+
+
+def _build_dockerfile(
+    client: docker.DockerClient, spec: ImageSpec, base_image: str, on_progress: Progress
+) -> None:
+    import docker.errors
+
+    on_progress(f"building {spec.tag} from {base_image}")
+    with resources.as_file(resources.files("sandcrew.images") / spec.folder) as context:
+        try:
+            stream: Iterator[dict[str, Any]] = client.api.build(
+                path=str(context),
+                tag=spec.tag,
+                buildargs={"BASE_IMAGE": base_image},
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+            )
+            for chunk in stream:
+                if "error" in chunk:
+                    raise ImageBuildError(f"building {spec.tag} failed: {chunk['error'].strip()}")
+                line = str(chunk.get("stream", "")).strip()
+                if line:
+                    on_progress(line)
+        except docker.errors.APIError as error:
+            raise ImageBuildError(f"building {spec.tag} failed: {error}") from error
+    on_progress(f"built {spec.tag}")
+
+
+def make_debian_base(
+    client: docker.DockerClient,
+    *,
+    packages: tuple[str, ...],
+    suite: str | None = None,
+    mirror: str | None = None,
+    tag: str = OFFLINE_BASE_IMAGE,
+    on_progress: Progress = lambda line: None,
+) -> str:
+    """Make a minimal Debian root filesystem with debootstrap and import it as ``tag``."""
+    debootstrap = shutil.which("debootstrap")
+    if debootstrap is None:
+        raise ImageBuildError(
+            "debootstrap is not installed; it builds the base image where no registry is "
+            "reachable. Install it with `apt-get install debootstrap`."
+        )
+    if os.geteuid() != 0:
+        raise ImageBuildError("debootstrap needs root to build the base image; run as root.")
+    suite = suite or _host_suite()
+    mirror = mirror or configured_debian_mirror()
+    repository, _, version = tag.partition(":")
+    with tempfile.TemporaryDirectory(prefix="sandcrew-rootfs-") as workdir:
+        rootfs = Path(workdir) / "rootfs"
+        command = [
+            debootstrap,
+            "--variant=minbase",
+            f"--include={','.join(packages)}",
+            suite,
+            str(rootfs),
+            mirror,
+        ]
+        on_progress(f"debootstrap {suite} from {mirror}")
+        _run_streaming(command, on_progress, what="debootstrap")
+        _slim_rootfs(rootfs)
+        archive = Path(workdir) / "rootfs.tar"
+        on_progress("packing the root filesystem")
+        _run_streaming(
+            ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."],
+            on_progress,
+            what="tar",
+        )
+        on_progress(f"importing it as {tag}")
+        client.api.import_image_from_file(str(archive), repository=repository, tag=version)
+    return tag
+
+
+def _slim_rootfs(rootfs: Path) -> None:
+    """Drop caches and documentation the sandbox never needs."""
+    for relative in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+        folder = rootfs / relative
+        if folder.is_dir():
+            for child in folder.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                elif child.name != "lock":
+                    child.unlink(missing_ok=True)
+
+
+def _run_streaming(command: list[str], on_progress: Progress, *, what: str) -> None:
+    tail: list[str] = []
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            line = line.rstrip()
+            tail = [*tail[-19:], line]
+            if line:
+                on_progress(line)
+    if process.returncode != 0:
+        details = "\n".join(tail)
+        raise ImageBuildError(f"{what} failed with exit code {process.returncode}:\n{details}")
+
+
+def _host_suite() -> str:
+    """The Debian release name of the host (``bookworm`` when it cannot be told)."""
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return "bookworm"
+    match = re.search(r"^VERSION_CODENAME=\"?([a-z]+)\"?$", text, re.MULTILINE)
+    return match.group(1) if match else "bookworm"
+
+
+def configured_debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
+    """The first Debian archive URL configured for apt (deb822 or one-line format)."""
+    candidates: list[Path] = []
+    if (apt_dir / "sources.list").is_file():
+        candidates.append(apt_dir / "sources.list")
+    sources_d = apt_dir / "sources.list.d"
+    if sources_d.is_dir():
+        # apt itself reads only these two endings.
+        candidates.extend(sorted(p for p in sources_d.iterdir() if p.suffix in {".list", ".sources"}))
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for url in _mirror_urls(text, deb822=path.suffix == ".sources"):
+            if "security" not in url:
+                return url
+    return "http://deb.debian.org/debian"
+
+
+def _mirror_urls(text: str, *, deb822: bool) -> list[str]:
+    urls = []
+    if deb822:
+        for stanza in re.split(r"\n\s*\n", text):
+            if re.search(r"^Suites:.*\b(bookworm|trixie|bullseye|sid|stable)\b", stanza, re.M) and (
+                match := re.search(r"^URIs:\s*(\S+)", stanza, re.M)
+            ):
+                urls.append(match.group(1))
+    else:
+        for line in text.splitlines():
+            parts = line.split()
+            if not parts or parts[0] != "deb":
+                continue
+            url = next((part for part in parts[1:] if "://" in part), None)
+            if url is not None and "debian" in url:
+                urls.append(url)
+    return urls

@@ -1,0 +1,14 @@
+"""`sandcrew version`."""
+
+from __future__ import annotations
+
+import typer
+
+import sandcrew
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def version() -> None:
+        """Print the installed sandcrew version."""
+        typer.echo(sandcrew.__version__)
