@@ -1,0 +1,200 @@
+"""Next-speaker selection: round robin, workflow graph, and admin role play."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sandcrew.agents._agent import Agent, GenerateReplyOptions, agent_description
+from sandcrew.agents._graph import Graph
+from sandcrew.agents._messages import Message, TextMessage, Usage, add_usage
+from sandcrew.errors import ModelBehaviorError, UserError
+
+
+@dataclass
+class OrchestrationContext:
+    """What an orchestrator sees: the members and the working history of the chat."""
+
+    candidates: Sequence[Agent]
+    history: Sequence[Message]
+    usage: Usage | None = field(default=None)
+    """Tokens spent on selecting speakers (orchestrators add to it)."""
+
+    def record_usage(self, usage: Usage | None) -> None:
+        self.usage = add_usage(self.usage, usage)
+
+    def member(self, name: str | None) -> Agent | None:
+        return next((agent for agent in self.candidates if agent.name == name), None)
+
+
+class Orchestrator(Protocol):
+    """Picks the next speaker, or ``None`` to end the chat."""
+
+    async def next_speaker(self, context: OrchestrationContext) -> Agent | None: ...
+
+
+class AmbiguousWorkflowError(UserError):
+    """A workflow without an admin offered several next speakers."""
+
+
+class RoundRobinOrchestrator:
+    """Members speak in list order: empty history → the first member; otherwise the member
+    after the last sender, wrapping around; a last sender who is not a member → ``None``."""
+
+    async def next_speaker(self, context: OrchestrationContext) -> Agent | None:
+        candidates = list(context.candidates)
+        if not candidates:
+            return None
+        if not context.history:
+            return candidates[0]
+        last_sender = context.history[-1].sender
+        names = [agent.name for agent in candidates]
+        if last_sender not in names:
+            return None
+        return candidates[(names.index(last_sender) + 1) % len(candidates)]
+
+
+async def _workflow_candidates(
+    workflow: Graph, context: OrchestrationContext, current: Agent
+) -> list[Agent]:
+    """The members the workflow allows after ``current`` (graph agents mapped by name)."""
+    following = await workflow.next_agents(current, context.history)
+    members = [context.member(agent.name) for agent in following]
+    return [member for member in members if member is not None]
+
+
+class WorkflowOrchestrator:
+    """The workflow decides: the last sender's outgoing transitions whose conditions hold.
+
+    None → ``None`` (the chat ends); one → it; several → :class:`AmbiguousWorkflowError`
+    (a pure workflow must be deterministic; add an admin to arbitrate).
+    """
+
+    def __init__(self, workflow: Graph) -> None:
+        self.workflow = workflow
+
+    async def next_speaker(self, context: OrchestrationContext) -> Agent | None:
+        if not context.history:
+            return None
+        current = context.member(context.history[-1].sender)
+        if current is None:
+            return None
+        candidates = await _workflow_candidates(self.workflow, context, current)
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            return candidates[0]
+        names = ", ".join(agent.name for agent in candidates)
+        raise AmbiguousWorkflowError(
+            f"the workflow allows several next speakers after {current.name!r} ({names}); "
+            "make the transition conditions exclusive or give the chat an admin to choose"
+        )
+
+
+ROLE_PLAY_OPTIONS = GenerateReplyOptions(temperature=0, max_tokens=128, stop_sequences=[":"])
+"""The admin's request settings for role play (deterministic, short, stops at ':')."""
+
+
+def role_play_prompt(candidates: Sequence[Agent]) -> str:
+    """The role-play instruction for the admin (AutoGen.NET's text; descriptions added when
+    agents have them, so the admin knows what each role does)."""
+    names = [agent.name for agent in candidates]
+    lines = [
+        "You are in a role play game. Carefully read the conversation history and carry on "
+        "the conversation.",
+        "The available roles are:",
+        ",".join(names),
+    ]
+    described = [(agent.name, agent_description(agent)) for agent in candidates]
+    if any(description for _, description in described):
+        lines += ["", "What each role does:"]
+        lines += [f"{name}: {description}" for name, description in described if description]
+    lines += [
+        "",
+        "Each message will start with 'From name:', e.g:",
+        f"From {names[0]}:",
+        "//your message//.",
+    ]
+    return "\n".join(lines)
+
+
+def role_play_history(history: Sequence[Message]) -> list[TextMessage]:
+    """Each message rewritten for the admin as one user message:
+    ``From {name}:\\n{content}\\n<eof_msg>\\nround # {i}``."""
+    return [
+        TextMessage(
+            role="user",
+            content=f"From {message.sender or ''}:\n{message.content}\n<eof_msg>\nround # {index}",
+        )
+        for index, message in enumerate(history)
+    ]
+
+
+def parse_role_play_reply(reply: str, candidates: Sequence[Agent]) -> Agent | None:
+    """The candidate named by a reply such as ``From coder`` (case-insensitive)."""
+    text = reply.strip().rstrip(":").strip()
+    if text.lower().startswith("from "):
+        text = text[5:].strip()
+    wanted = text.lower()
+    return next((agent for agent in candidates if agent.name.lower() == wanted), None)
+
+
+class RolePlayOrchestrator:
+    """An admin agent picks the next speaker by role play.
+
+    With a workflow, candidates are first narrowed to what the workflow allows after the last
+    sender (when that sender is a member); no candidate → ``None``; exactly one → it, without
+    asking the admin. Otherwise the admin gets the role-play prompt and the rewritten history
+    with temperature 0, max tokens 128 and stop ``":"``. A reply naming no candidate is asked
+    again with feedback, up to ``max_attempts`` attempts in all, then a
+    :class:`ModelBehaviorError` names the replies and the candidates.
+    """
+
+    def __init__(self, admin: Agent, workflow: Graph | None = None, *, max_attempts: int = 3):
+        if max_attempts < 1:
+            raise UserError(f"max_attempts must be >= 1 (got {max_attempts})")
+        self.admin = admin
+        self.workflow = workflow
+        self.max_attempts = max_attempts
+
+    async def next_speaker(self, context: OrchestrationContext) -> Agent | None:
+        candidates = list(context.candidates)
+        if len(candidates) <= 1:
+            return candidates[0] if candidates else None
+        if self.workflow is not None and context.history:
+            current = context.member(context.history[-1].sender)
+            if current is not None:
+                candidates = await _workflow_candidates(self.workflow, context, current)
+                if len(candidates) <= 1:
+                    return candidates[0] if candidates else None
+        return await self._ask_admin(candidates, context)
+
+    async def _ask_admin(self, candidates: Sequence[Agent], context: OrchestrationContext) -> Agent:
+        messages: list[Message] = [
+            TextMessage(role="user", content=role_play_prompt(candidates)),
+            *role_play_history(context.history),
+        ]
+        replies: list[str] = []
+        names = ",".join(agent.name for agent in candidates)
+        for _ in range(self.max_attempts):
+            reply = await self.admin.generate_reply(messages, ROLE_PLAY_OPTIONS)
+            context.record_usage(reply.usage)
+            chosen = parse_role_play_reply(reply.content, candidates)
+            if chosen is not None:
+                return chosen
+            replies.append(reply.content)
+            messages += [
+                TextMessage(role="assistant", content=reply.content, sender=self.admin.name),
+                TextMessage(
+                    role="user",
+                    content=(
+                        f"{reply.content.strip()!r} does not name one of the available roles. "
+                        f"Answer with 'From name:' where name is exactly one of: {names}"
+                    ),
+                ),
+            ]
+        raise ModelBehaviorError(
+            f"the admin {self.admin.name!r} did not name a next speaker in "
+            f"{self.max_attempts} attempt(s): it replied {replies!r}; the candidates are {names}"
+        )

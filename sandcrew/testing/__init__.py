@@ -1,0 +1,22 @@
+"""Test doubles for code built on sandcrew: a scripted OpenAI-compatible model server.
+
+Tests drive the real ``openai`` client over HTTP against :class:`ScriptedModelServer`;
+nothing is patched. :func:`block_real_model_requests` makes accidental real requests fail.
+"""
+
+from sandcrew.testing._agents import ScriptedAgent
+from sandcrew.testing._guard import block_real_model_requests, closed_loopback_url
+from sandcrew.testing._script import AGENT_HEADER, ScriptedToolCall, Turn, load_script
+from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
+
+__all__ = [
+    "AGENT_HEADER",
+    "RecordedRequest",
+    "ScriptedAgent",
+    "ScriptedModelServer",
+    "ScriptedToolCall",
+    "Turn",
+    "block_real_model_requests",
+    "closed_loopback_url",
+    "load_script",
+]

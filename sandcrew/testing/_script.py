@@ -1,0 +1,181 @@
+"""The script a :class:`ScriptedModelServer` answers from: a list of turns.
+
+A turn says which requests it answers (``agent``, ``system``, ``contains``, ``when``) and what
+to answer (text, tool calls, a refusal, or an HTTP error), optionally after a delay. Scripts
+load from YAML or JSON so users can replay scripted conversations against their own setup::
+
+    turns:
+      - agent: teacher
+        content: "What is 2 + 3?"
+      - agent: student
+        content: "5"
+      - agent: reviewer
+        tool_calls:
+          - name: review_code_block
+            arguments: {has_multiple_code_blocks: false}
+      - status: 500          # an error the client should retry
+        retry_after: 0.01
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+AGENT_HEADER = "X-Sandcrew-Agent"
+"""Request header carrying the calling agent's name (sent by ``OpenAIChatAgent``)."""
+
+
+class ScriptedToolCall(BaseModel):
+    """A tool call the scripted model makes; ``arguments`` may be a JSON text or an object."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+    id: str | None = None
+
+    def arguments_json(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments)
+
+
+class Turn(BaseModel):
+    """One scripted answer and the requests it may answer.
+
+    Matching (all given conditions must hold):
+      * ``agent`` — the request's ``X-Sandcrew-Agent`` header equals it;
+      * ``system`` — the first system message contains this text;
+      * ``contains`` — the last message's text contains this text;
+      * ``when`` — a predicate over the parsed request body (Python only, not from files).
+
+    Answer: ``status`` (an HTTP error such as 500 or 429, with ``error_message`` and an optional
+    ``retry_after`` in seconds), else ``refusal``, else ``tool_calls`` and/or ``content``.
+    ``usage`` overrides the computed token counts; ``delay`` waits before answering; ``times``
+    lets one turn answer several requests.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    agent: str | None = None
+    system: str | None = None
+    contains: str | None = None
+    when: Callable[[dict[str, Any]], bool] | None = Field(default=None, exclude=True)
+
+    content: str | None = None
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    refusal: str | None = None
+    status: int | None = None
+    error_message: str = "scripted error"
+    retry_after: float | None = None
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    delay: float = 0.0
+    times: int = 1
+
+    @field_validator("status")
+    @classmethod
+    def _error_status(cls, value: int | None) -> int | None:
+        if value is not None and not 400 <= value <= 599:
+            raise ValueError(f"status must be an HTTP error code 400-599 (got {value})")
+        return value
+
+    @field_validator("times")
+    @classmethod
+    def _positive_times(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"times must be >= 1 (got {value})")
+        return value
+
+    def matches(self, body: Mapping[str, Any], agent: str | None) -> bool:
+        if self.agent is not None and self.agent != agent:
+            return False
+        if self.system is not None and self.system not in system_prompt(body):
+            return False
+        if self.contains is not None and self.contains not in last_message_text(body):
+            return False
+        return self.when is None or bool(self.when(dict(body)))
+
+    def describe(self) -> str:
+        conditions = [
+            f"{key}={value!r}"
+            for key, value in (
+                ("agent", self.agent),
+                ("system", self.system),
+                ("contains", self.contains),
+            )
+            if value is not None
+        ]
+        if self.when is not None:
+            conditions.append("when=<predicate>")
+        if self.status is not None:
+            answer = f"HTTP {self.status}"
+        elif self.tool_calls:
+            answer = "tool calls " + ", ".join(call.name for call in self.tool_calls)
+        else:
+            answer = repr((self.content or self.refusal or "")[:40])
+        return f"[{' '.join(conditions) or 'any request'}] -> {answer}"
+
+
+def text_of(content: Any) -> str:
+    """The text of a Chat Completions message ``content`` (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def system_prompt(body: Mapping[str, Any]) -> str:
+    for message in body.get("messages") or []:
+        if isinstance(message, Mapping) and message.get("role") in ("system", "developer"):
+            return text_of(message.get("content"))
+    return ""
+
+
+def last_message_text(body: Mapping[str, Any]) -> str:
+    messages = body.get("messages") or []
+    if not messages or not isinstance(messages[-1], Mapping):
+        return ""
+    return text_of(messages[-1].get("content"))
+
+
+def load_script(source: str | Path | list[Any] | Mapping[str, Any]) -> list[Turn]:
+    """Turns from a YAML/JSON file, or from already-parsed data.
+
+    The document is either a list of turns or a mapping with a ``turns`` list.
+    """
+    data: Any = source
+    origin = "script data"
+    if isinstance(source, str | Path):
+        path = Path(source)
+        origin = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ValueError(f"cannot read script {path}: {error.strerror}") from error
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    if isinstance(data, Mapping):
+        data = data.get("turns")
+    if not isinstance(data, list):
+        raise ValueError(f"{origin}: expected a list of turns or a mapping with 'turns'")
+    turns: list[Turn] = []
+    problems: list[str] = []
+    for index, item in enumerate(data):
+        try:
+            turns.append(Turn.model_validate(item))
+        except ValidationError as error:
+            details = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'turn'}: {e['msg']}"
+                for e in error.errors()
+            )
+            problems.append(f"turn {index}: {details}")
+    if problems:
+        raise ValueError(f"{origin} has invalid turns:\n" + "\n".join(problems))
+    return turns

@@ -1,0 +1,28 @@
+"""Fixtures for the agents tests: the scripted model server and agents pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sandcrew.agents import OpenAIChatAgent
+from sandcrew.testing import ScriptedModelServer, pytest_plugin
+
+scripted_model_server = pytest_plugin.scripted_model_server
+
+AgentFactory = Callable[..., OpenAIChatAgent]
+
+
+@pytest.fixture
+def model_agent(scripted_model_server: ScriptedModelServer) -> AgentFactory:
+    """Build an ``OpenAIChatAgent`` that talks to the scripted server over real HTTP."""
+
+    def make(name: str, **settings: Any) -> OpenAIChatAgent:
+        settings.setdefault("model", "scripted-model")
+        return OpenAIChatAgent(
+            name, base_url=scripted_model_server.base_url, api_key="test-key", **settings
+        )
+
+    return make
