@@ -260,7 +260,12 @@ def make_debian_base(
 
 def _slim_rootfs(rootfs: Path) -> None:
     """Drop caches and documentation the sandbox never needs."""
-    for relative in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+    for relative in (
+        "var/cache/apt/archives",
+        "var/lib/apt/lists",
+        "usr/share/doc",
+        "usr/share/man",
+    ):
         folder = rootfs / relative
         if folder.is_dir():
             for child in folder.iterdir():
@@ -304,7 +309,9 @@ def configured_debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
     sources_d = apt_dir / "sources.list.d"
     if sources_d.is_dir():
         # apt itself reads only these two endings.
-        candidates.extend(sorted(p for p in sources_d.iterdir() if p.suffix in {".list", ".sources"}))
+        candidates.extend(
+            sorted(p for p in sources_d.iterdir() if p.suffix in {".list", ".sources"})
+        )
     for path in candidates:
         try:
             text = path.read_text()

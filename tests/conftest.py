@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,11 +11,10 @@ _PRODUCT_VARIABLE_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "SANDCREW_")
 
 
 @pytest.fixture(autouse=True)
-def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     """Strip model and product settings so that no test depends on the host's."""
     for name in list(os.environ):
         if name.startswith(_PRODUCT_VARIABLE_PREFIXES):
             monkeypatch.delenv(name)
     # A test that forgets to point at the scripted server must fail, not reach a model.
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    yield

@@ -1,0 +1,41 @@
+"""Code extraction and throwaway, hardened Docker containers for untrusted code."""
+
+from ._config import SandboxConfig
+from ._docker_client import connect as connect_docker
+from ._errors import (
+    CodeTooLargeError,
+    DockerUnavailableError,
+    EmptyCodeError,
+    ImageNotFoundError,
+    SandboxError,
+    UnsupportedLanguageError,
+)
+from ._extract import CodeBlock, extract_code_blocks
+from ._images import DEFAULT_IMAGES, BaseSource, ImageBuildError, build_images, list_images
+from ._languages import SUPPORTED_LANGUAGES, normalize_language
+from ._reaper import reap_orphans
+from ._result import ExecutionResult
+from ._sandbox import DockerSandbox
+
+__all__ = [
+    "DEFAULT_IMAGES",
+    "SUPPORTED_LANGUAGES",
+    "BaseSource",
+    "CodeBlock",
+    "CodeTooLargeError",
+    "DockerSandbox",
+    "DockerUnavailableError",
+    "EmptyCodeError",
+    "ExecutionResult",
+    "ImageBuildError",
+    "ImageNotFoundError",
+    "SandboxConfig",
+    "SandboxError",
+    "UnsupportedLanguageError",
+    "build_images",
+    "connect_docker",
+    "extract_code_blocks",
+    "list_images",
+    "normalize_language",
+    "reap_orphans",
+]

@@ -1,0 +1,201 @@
+"""Settings of the sandbox: every hardening default is a named, validated field."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from sandcrew.errors import ConfigurationError
+
+from ._images import DEFAULT_IMAGES
+from ._languages import normalize_language
+
+MIB = 1024 * 1024
+
+_USER_PATTERN = re.compile(r"^(\d+)(?::(\d+))?$")
+
+# Lower bounds below which the interpreter itself cannot start; they make
+# mistakes such as a memory limit in MiB instead of bytes fail loudly.
+_MINIMUMS: dict[str, int] = {
+    "memory_bytes": 8 * MIB,
+    "pids_limit": 4,
+    "open_files_limit": 16,
+    "workdir_tmpfs_bytes": MIB,
+    "tmp_tmpfs_bytes": MIB,
+    "shm_bytes": MIB,
+    "log_max_bytes": 64 * 1024,
+}
+
+
+def _format_bytes(value: int) -> str:
+    if value % MIB == 0:
+        return f"{value // MIB} MiB"
+    return f"{value} bytes"
+
+
+class SandboxConfig(BaseModel):
+    """How a sandboxed run is isolated and limited. Frozen; pass it to ``DockerSandbox``.
+
+    Defaults are hardened; relaxations (``network=True``, more memory, another
+    ``runtime`` such as ``"runsc"``) are explicit. Invalid values raise
+    :class:`~sandcrew.errors.ConfigurationError` listing every problem at once.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    images: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGES))
+    """Language → image tag."""
+    timeout: float = 10.0
+    """Wall-clock seconds a program may run before its container is killed."""
+    memory_bytes: int = 256 * MIB
+    """Memory limit; swap is off (the memory+swap limit equals it)."""
+    cpus: float = 1.0
+    """CPU quota in cores."""
+    pids_limit: int = 64
+    """Processes and threads the container may hold at once (stops fork bombs)."""
+    network: bool = False
+    """Opt-in network access; off means an empty network namespace with only ``lo``."""
+    read_only_root: bool = True
+    """Mount the image's root filesystem read-only."""
+    drop_all_capabilities: bool = True
+    """Drop every Linux capability."""
+    no_new_privileges: bool = True
+    """Forbid gaining privileges through setuid binaries and file capabilities."""
+    init: bool = True
+    """Run a tiny init as PID 1: reaps zombies, and the container ends with the program."""
+    workdir: str = "/workspace"
+    """Working directory of the program; a tmpfs of ``workdir_tmpfs_bytes``."""
+    workdir_tmpfs_bytes: int = 64 * MIB
+    tmp_tmpfs_bytes: int = 64 * MIB
+    """Size of the tmpfs on /tmp."""
+    shm_bytes: int = 16 * MIB
+    """Size of /dev/shm."""
+    max_output_bytes: int = 1 * MIB
+    """Bytes kept of stdout and of stderr, each; the rest is read and discarded."""
+    max_code_bytes: int = 1 * MIB
+    """Largest program accepted, in UTF-8 bytes."""
+    file_size_limit_bytes: int = 16 * MIB
+    """``ulimit -f``: largest file the program may write."""
+    open_files_limit: int = 256
+    """``ulimit -n``: open file descriptors per process."""
+    core_dump_limit_bytes: int = 0
+    """``ulimit -c``: no core dumps by default."""
+    user: str = "10001:10001"
+    """Numeric ``uid:gid`` the program runs as; root is refused."""
+    runtime: str | None = None
+    """OCI runtime, e.g. ``"runsc"`` (gVisor); ``None`` uses the engine's default."""
+    log_driver: Literal["none", "json-file"] = "none"
+    """Docker's own log storage. ``"none"`` stores nothing (output is streamed to us)."""
+    log_max_bytes: int = 1 * MIB
+    """Cap of Docker's log file when ``log_driver`` is ``"json-file"`` (one file)."""
+    reap_grace_seconds: float = 60.0
+    """Seconds after a run's deadline after which its container is surely orphaned."""
+    docker_timeout: float = 60.0
+    """Seconds to wait for one Docker API answer."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_clear_error(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            problems = "; ".join(_describe(error) for error in exc.errors())
+            raise ConfigurationError(f"Invalid sandbox settings: {problems}") from None
+
+    @field_validator("timeout", "cpus", "reap_grace_seconds", "docker_timeout")
+    @classmethod
+    def _positive_number(cls, value: float, info: Any) -> float:
+        if not value > 0:
+            raise ValueError(f"{info.field_name} must be > 0 (got {value:g})")
+        return value
+
+    @field_validator(
+        "memory_bytes",
+        "pids_limit",
+        "workdir_tmpfs_bytes",
+        "tmp_tmpfs_bytes",
+        "shm_bytes",
+        "max_output_bytes",
+        "max_code_bytes",
+        "file_size_limit_bytes",
+        "open_files_limit",
+        "log_max_bytes",
+    )
+    @classmethod
+    def _positive_int(cls, value: int, info: Any) -> int:
+        name: str = info.field_name
+        if value <= 0:
+            raise ValueError(f"{name} must be > 0 (got {value})")
+        minimum = _MINIMUMS.get(name)
+        if minimum is not None and value < minimum:
+            shown = _format_bytes(minimum) if name.endswith("_bytes") else str(minimum)
+            raise ValueError(f"{name} must be at least {shown} (got {value})")
+        return value
+
+    @field_validator("core_dump_limit_bytes")
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"core_dump_limit_bytes must be >= 0 (got {value})")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _numeric_non_root_user(cls, value: str) -> str:
+        match = _USER_PATTERN.match(value)
+        if match is None:
+            raise ValueError(
+                f"user must be a numeric 'uid:gid' such as '10001:10001' (got {value!r})"
+            )
+        if int(match.group(1)) == 0:
+            raise ValueError(f"user must not be root (uid 0) (got {value!r})")
+        return value if match.group(2) is not None else f"{value}:{value}"
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute_workdir(cls, value: str) -> str:
+        if not value.startswith("/") or value.rstrip("/") in ("", "/tmp"):
+            raise ValueError(
+                f"workdir must be an absolute path other than / and /tmp (got {value!r})"
+            )
+        return value.rstrip("/")
+
+    @field_validator("images")
+    @classmethod
+    def _normalized_images(cls, value: dict[str, str]) -> dict[str, str]:
+        images: dict[str, str] = {}
+        for language, image in value.items():
+            name = normalize_language(language)
+            if name is None or not image.strip():
+                raise ValueError(
+                    f"images needs a language and an image tag (got {language!r}: {image!r})"
+                )
+            images[name] = image
+        return images
+
+    @property
+    def uid(self) -> int:
+        return int(self.user.split(":", 1)[0])
+
+    @property
+    def gid(self) -> int:
+        return int(self.user.split(":", 1)[1])
+
+
+def _describe(error: Any) -> str:
+    location = ".".join(str(part) for part in error.get("loc", ()) if part != "__root__")
+    message = str(error.get("msg", "invalid value"))
+    message = message.removeprefix("Value error, ")
+    if location and not message.startswith(location):
+        message = f"{location}: {message} (got {error.get('input')!r})"
+    return message

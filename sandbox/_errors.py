@@ -1,0 +1,73 @@
+"""Errors of the sandbox: infrastructure failures and misuse of the API.
+
+Failures of the user's code (non-zero exit, timeout, out-of-memory) are never
+errors: they are data in :class:`~sandcrew.sandbox.ExecutionResult`.
+"""
+
+from __future__ import annotations
+
+from sandcrew.errors import InfrastructureError, UserError
+
+BUILD_IMAGES_COMMAND = "sandcrew images build"
+
+
+class SandboxError(InfrastructureError):
+    """The sandbox infrastructure (Docker, the container) failed, not the user's code."""
+
+    code = "sandbox"
+
+
+class DockerUnavailableError(SandboxError):
+    """The Docker engine cannot be reached; the message names DOCKER_HOST and the endpoint."""
+
+    code = "docker_unavailable"
+    retryable = True
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(
+            f"Cannot reach the Docker engine at {endpoint} "
+            f"(set DOCKER_HOST or start Docker): {reason}"
+        )
+        self.endpoint = endpoint
+        self.reason = reason
+
+
+class ImageNotFoundError(SandboxError):
+    """The sandbox image for a language has not been built on this engine."""
+
+    code = "image_not_found"
+
+    def __init__(self, image: str) -> None:
+        super().__init__(
+            f"Sandbox image {image} is missing; build it with `{BUILD_IMAGES_COMMAND}`"
+        )
+        self.image = image
+
+
+class UnsupportedLanguageError(UserError):
+    """Code was handed over in a language the sandbox cannot run."""
+
+    def __init__(self, language: str, supported: tuple[str, ...]) -> None:
+        listed = ", ".join(supported) if supported else "none"
+        super().__init__(f"The sandbox cannot run {language!r} code; supported languages: {listed}")
+        self.language = language
+        self.supported = supported
+
+
+class CodeTooLargeError(UserError):
+    """The code is larger than ``SandboxConfig.max_code_bytes``."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"The code is {size} bytes; the sandbox accepts at most {limit} bytes "
+            "(raise SandboxConfig.max_code_bytes to allow more)"
+        )
+        self.size = size
+        self.limit = limit
+
+
+class EmptyCodeError(UserError):
+    """There is no code to run (empty or only whitespace)."""
+
+    def __init__(self) -> None:
+        super().__init__("There is no code to run: the code is empty or only whitespace")

@@ -1,0 +1,35 @@
+"""Labels every sandbox container carries, so that orphans can be found and removed."""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cache
+
+PRODUCT_LABEL = "sandcrew.product"
+PRODUCT = "sandcrew"
+RUN_ID_LABEL = "sandcrew.run-id"
+CREATED_AT_LABEL = "sandcrew.created-at"
+DEADLINE_LABEL = "sandcrew.deadline"
+OWNER_PID_LABEL = "sandcrew.owner-pid"
+OWNER_HOST_LABEL = "sandcrew.owner-host"
+
+PRODUCT_FILTER = f"{PRODUCT_LABEL}={PRODUCT}"
+"""Docker ``label`` filter matching every container sandcrew made."""
+
+
+@cache
+def owner_host() -> str:
+    return socket.gethostname()
+
+
+def container_labels(*, run_id: str, created_at: float, deadline: float) -> dict[str, str]:
+    """Labels for a new container; ``deadline`` (unix seconds) is when it is surely orphaned."""
+    return {
+        PRODUCT_LABEL: PRODUCT,
+        RUN_ID_LABEL: run_id,
+        CREATED_AT_LABEL: str(int(created_at)),
+        DEADLINE_LABEL: str(int(deadline) + 1),
+        OWNER_PID_LABEL: str(os.getpid()),
+        OWNER_HOST_LABEL: owner_host(),
+    }

@@ -1,0 +1,94 @@
+"""The outcome of one sandboxed run, and its rendering for the crew's runner."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+RUNNER_RESULT_MARKER = "[RUNNER_RESULT]"
+TIMEOUT_EXIT_CODE = 124
+"""Exit code reported when the wall-clock deadline killed the program (as GNU timeout)."""
+
+
+class ExecutionResult(BaseModel):
+    """What a program did in its container. Failures of the program are data, not errors."""
+
+    model_config = ConfigDict(frozen=True)
+
+    language: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    oom_killed: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration: float
+    """Seconds from container start to the program's end."""
+    image: str
+    run_id: str
+    timeout: float
+    """The wall-clock limit that applied, in seconds."""
+    memory_limit_bytes: int
+    """The memory limit that applied."""
+
+    @property
+    def ok(self) -> bool:
+        """The program exited with 0 on its own, neither timed out nor killed for memory."""
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+
+    @property
+    def status(self) -> str:
+        """One line: ``exit code 0``, ``timed out after 10s``, ``killed: out of memory ...``."""
+        if self.timed_out:
+            return f"timed out after {self.timeout:g}s"
+        if self.oom_killed:
+            return f"killed: out of memory (limit {_format_size(self.memory_limit_bytes)})"
+        return f"exit code {self.exit_code}"
+
+    def to_runner_message(self, max_chars: int = 4000) -> str:
+        """Render ``[RUNNER_RESULT]``, the status line, stdout and (labelled) stderr.
+
+        Each stream longer than its share of ``max_chars`` keeps its head and tail
+        around a ``… [N characters trimmed] …`` marker.
+        """
+        stdout = self.stdout
+        stderr = self.stderr
+        if self.stdout_truncated:
+            stdout += "\n[stdout truncated by the sandbox]"
+        if self.stderr_truncated:
+            stderr += "\n[stderr truncated by the sandbox]"
+        budget = max(max_chars, 200)
+        if stderr:
+            # stderr usually holds the traceback the coder needs: give it at least half.
+            stderr_budget = max(budget // 2, budget - len(stdout))
+            stdout_budget = max(budget - min(len(stderr), stderr_budget), 0)
+        else:
+            stdout_budget, stderr_budget = budget, 0
+        parts = [RUNNER_RESULT_MARKER, self.status]
+        if stdout:
+            parts.append(_trim_middle(stdout, stdout_budget).rstrip("\n"))
+        if stderr:
+            parts.append("[stderr]")
+            parts.append(_trim_middle(stderr, stderr_budget).rstrip("\n"))
+        if not stdout and not stderr:
+            parts.append("(no output)")
+        return "\n".join(parts)
+
+
+def _trim_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    # Reserve room for the marker; keep more of the tail, where errors end up.
+    marker_room = 40
+    keep = max(limit - marker_room, 2)
+    head = keep * 2 // 5
+    tail = keep - head
+    trimmed = len(text) - head - tail
+    return f"{text[:head]}\n… [{trimmed} characters trimmed] …\n{text[len(text) - tail :]}"
+
+
+def _format_size(value: int) -> str:
+    mib = 1024 * 1024
+    if value % mib == 0:
+        return f"{value // mib} MiB"
+    return f"{value} bytes"

@@ -1,0 +1,131 @@
+"""Misuse and an unreachable engine fail early with one clear sentence each."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from sandcrew.sandbox import (
+    CodeTooLargeError,
+    DockerSandbox,
+    DockerUnavailableError,
+    EmptyCodeError,
+    SandboxConfig,
+    UnsupportedLanguageError,
+)
+from sandcrew.sandbox._docker_client import resolve_endpoint
+
+# None of these reach Docker: the checks come before any connection.
+
+
+@pytest.mark.parametrize("code", ["", "   \n\t\n"], ids=["empty", "blank"])
+async def test_empty_code(code: str) -> None:
+    with pytest.raises(EmptyCodeError, match="no code to run"):
+        await DockerSandbox().run(code)
+
+
+async def test_unsupported_language_lists_the_supported_ones() -> None:
+    with pytest.raises(UnsupportedLanguageError) as caught:
+        await DockerSandbox().run("console.log(1)", "javascript")
+    assert str(caught.value) == (
+        "The sandbox cannot run 'javascript' code; supported languages: python, bash"
+    )
+
+
+async def test_language_without_an_image_is_unsupported() -> None:
+    sandbox = DockerSandbox(SandboxConfig(images={"python": "sandcrew/python:latest"}))
+    with pytest.raises(UnsupportedLanguageError, match=r"supported languages: python$"):
+        await sandbox.run("echo hi", "bash")
+
+
+async def test_oversized_code_names_the_limit() -> None:
+    sandbox = DockerSandbox(SandboxConfig(max_code_bytes=1000))
+    with pytest.raises(CodeTooLargeError) as caught:
+        await sandbox.run("#" * 1001)
+    assert "1001 bytes" in str(caught.value)
+    assert "at most 1000 bytes" in str(caught.value)
+    assert "max_code_bytes" in str(caught.value)
+
+
+def test_constructor_does_not_connect(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    sandbox = DockerSandbox()
+    sandbox.close()
+
+
+async def test_unreachable_docker_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+    sandbox = DockerSandbox()
+    with pytest.raises(DockerUnavailableError) as caught:
+        await sandbox.run("print(1)")
+    message = str(caught.value)
+    assert message == (
+        "Cannot reach the Docker engine at unix:///nonexistent.sock, taken from DOCKER_HOST "
+        "(set DOCKER_HOST or start Docker): No such file or directory"
+    )
+    assert "\n" not in message
+    # Raised from nothing: no chained traceback of the HTTP stack reaches the user.
+    assert caught.value.__cause__ is None
+    assert caught.value.__context__ is None or caught.value.__suppress_context__
+    assert caught.value.retryable
+
+
+def _write_context(config_dir: Path, name: str, host: str, *, current: bool) -> None:
+    meta_dir = config_dir / "contexts" / "meta" / hashlib.sha256(name.encode()).hexdigest()
+    meta_dir.mkdir(parents=True)
+    meta = {"Name": name, "Metadata": {}, "Endpoints": {"docker": {"Host": host}}}
+    (meta_dir / "meta.json").write_text(json.dumps(meta))
+    if current:
+        (config_dir / "config.json").write_text(json.dumps({"currentContext": name}))
+
+
+async def test_current_docker_context_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    _write_context(tmp_path, "remote-box", "unix:///run/remote-box.sock", current=True)
+    endpoint = resolve_endpoint()
+    assert (endpoint.host, endpoint.source) == ("unix:///run/remote-box.sock", "context remote-box")
+    with pytest.raises(DockerUnavailableError) as caught:
+        await DockerSandbox().start()
+    assert str(caught.value).startswith(
+        "Cannot reach the Docker engine at unix:///run/remote-box.sock, "
+        "taken from context remote-box (set DOCKER_HOST or start Docker)"
+    )
+
+
+def test_docker_context_variable_and_docker_host_take_precedence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    _write_context(tmp_path, "in-config", "tcp://10.0.0.1:2375", current=True)
+    _write_context(tmp_path, "in-variable", "tcp://10.0.0.2:2375", current=False)
+    assert resolve_endpoint().host == "tcp://10.0.0.1:2375"
+    monkeypatch.setenv("DOCKER_CONTEXT", "in-variable")
+    assert resolve_endpoint().host == "tcp://10.0.0.2:2375"
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.3:2375")
+    assert resolve_endpoint().host == "tcp://10.0.0.3:2375"
+
+
+def test_unknown_context_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.setenv("DOCKER_CONTEXT", "gone")
+    with pytest.raises(DockerUnavailableError, match="the Docker context 'gone'"):
+        resolve_endpoint()
+
+
+def test_no_configuration_means_the_local_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    endpoint = resolve_endpoint()
+    assert (endpoint.host, endpoint.source) == ("unix:///var/run/docker.sock", "default")

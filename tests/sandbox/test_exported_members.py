@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import sandcrew.sandbox
+from sandcrew.errors import InfrastructureError, UserError
+
+
+def test_public_names_are_exactly_the_intended_set() -> None:
+    assert sorted(sandcrew.sandbox.__all__) == sorted(
+        [
+            "DEFAULT_IMAGES",
+            "SUPPORTED_LANGUAGES",
+            "BaseSource",
+            "ImageBuildError",
+            "connect_docker",
+            "CodeBlock",
+            "CodeTooLargeError",
+            "DockerSandbox",
+            "DockerUnavailableError",
+            "EmptyCodeError",
+            "ExecutionResult",
+            "ImageNotFoundError",
+            "SandboxConfig",
+            "SandboxError",
+            "UnsupportedLanguageError",
+            "build_images",
+            "extract_code_blocks",
+            "list_images",
+            "normalize_language",
+            "reap_orphans",
+        ]
+    )
+    for name in sandcrew.sandbox.__all__:
+        value = getattr(sandcrew.sandbox, name)
+        if callable(value):
+            assert value.__module__.startswith("sandcrew.sandbox"), name
+
+
+def test_errors_belong_to_the_product_hierarchy() -> None:
+    assert issubclass(sandcrew.sandbox.SandboxError, InfrastructureError)
+    for infrastructure in ("DockerUnavailableError", "ImageNotFoundError"):
+        assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
+    for misuse in ("UnsupportedLanguageError", "CodeTooLargeError", "EmptyCodeError"):
+        assert issubclass(getattr(sandcrew.sandbox, misuse), UserError)
+
+
+def test_supported_languages() -> None:
+    assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash")
+    assert set(sandcrew.sandbox.DEFAULT_IMAGES) >= set(sandcrew.sandbox.SUPPORTED_LANGUAGES)

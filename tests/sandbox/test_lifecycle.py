@@ -1,0 +1,253 @@
+"""Runs come and go: one new container each, removed whatever happens; crashes are reaped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import docker
+import docker.errors
+import pytest
+
+from sandcrew.errors import ConfigurationError, UserError
+from sandcrew.sandbox import (
+    DockerSandbox,
+    ExecutionResult,
+    ImageNotFoundError,
+    SandboxConfig,
+    SandboxError,
+    reap_orphans,
+)
+
+from .helpers import our_containers
+
+pytestmark = pytest.mark.docker
+
+
+async def test_python_run_reports_streams_and_exit_code(sandbox: DockerSandbox) -> None:
+    code = "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)\n"
+    result = await sandbox.run(code)
+    assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
+    assert not result.ok
+    assert not result.timed_out
+    assert not result.oom_killed
+    assert result.language == "python"
+    assert result.image == "sandcrew/python:latest"
+    assert 0 < result.duration < 3
+
+
+async def test_fibonacci(sandbox: DockerSandbox) -> None:
+    code = "a, b = 0, 1\nfor _ in range(39):\n    a, b = b, a + b\nprint(a)\n"
+    result = await sandbox.run(code, "py")
+    assert result.ok
+    assert result.stdout == "63245986\n"
+    assert result.to_runner_message() == "[RUNNER_RESULT]\nexit code 0\n63245986"
+
+
+async def test_uncaught_exception_is_data(sandbox: DockerSandbox) -> None:
+    result = await sandbox.run("1 / 0")
+    assert result.exit_code == 1
+    assert 'File "/workspace/main.py", line 1' in result.stderr
+    assert result.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
+
+
+async def test_every_run_gets_a_new_container(sandbox: DockerSandbox) -> None:
+    code = (
+        "import os\nprint(os.path.exists('/tmp/marker'))\nopen('/tmp/marker', 'w').close()\n"
+        "print(open('/proc/self/cgroup').read().strip().splitlines()[-1])\n"
+    )
+    first = await sandbox.run(code)
+    second = await sandbox.run(code)
+    assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0] == "False"
+    assert first.stdout.splitlines()[1] != second.stdout.splitlines()[1]
+    assert first.run_id != second.run_id
+
+
+def test_sync_twin(docker_client: docker.DockerClient) -> None:
+    with DockerSandbox(SandboxConfig(timeout=3), docker_client=docker_client) as sandbox:
+        result = sandbox.run_sync("echo $((6 * 7))", "bash")
+        again = sandbox.run_sync("print(6 * 7)")
+    assert result.stdout == again.stdout == "42\n"
+
+
+async def test_run_sync_refuses_inside_an_event_loop() -> None:
+    with pytest.raises(UserError, match="running event loop"):
+        DockerSandbox().run_sync("print(1)")
+
+
+async def test_concurrent_runs(sandbox: DockerSandbox) -> None:
+    limit = asyncio.Semaphore(4)
+
+    async def one(index: int) -> ExecutionResult:
+        async with limit:
+            return await sandbox.run(f"print({index} * {index})")
+
+    results = await asyncio.gather(*(one(index) for index in range(20)))
+    assert [result.stdout for result in results] == [f"{index * index}\n" for index in range(20)]
+    assert len({result.run_id for result in results}) == 20
+
+
+async def _wait_for_container(
+    client: docker.DockerClient,
+    owner_pid: int,
+    process: subprocess.Popen[bytes] | None = None,
+) -> str:
+    """The id of the running container of ``owner_pid``, once it runs."""
+    for _ in range(200):
+        for container_id in our_containers(client, owner_pid=owner_pid):
+            try:
+                if client.api.inspect_container(container_id)["State"]["Running"]:
+                    return container_id
+            except docker.errors.NotFound:
+                continue
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the sandcrew process ended early: {process.returncode}")
+        await asyncio.sleep(0.05)
+    raise AssertionError("the run's container never started")
+
+
+async def test_cancelled_run_removes_its_container(
+    docker_client: docker.DockerClient, sandbox: DockerSandbox
+) -> None:
+    run = asyncio.create_task(sandbox.run("import time\ntime.sleep(60)", timeout=60))
+    await _wait_for_container(docker_client, os.getpid())
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert our_containers(docker_client) == []
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.005, 0.02, 0.05], ids=lambda delay: f"{delay}s")
+async def test_run_cancelled_while_its_container_is_created(
+    docker_client: docker.DockerClient, sandbox: DockerSandbox, delay: float
+) -> None:
+    run = asyncio.create_task(sandbox.run("import time\ntime.sleep(60)", timeout=60))
+    await asyncio.sleep(delay)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert our_containers(docker_client) == []
+
+
+async def test_timeout_override_must_be_positive(sandbox: DockerSandbox) -> None:
+    with pytest.raises(ConfigurationError, match=r"timeout must be > 0 \(got 0\)"):
+        await sandbox.run("print(1)", timeout=0)
+
+
+async def test_missing_image_names_the_build_command(docker_client: docker.DockerClient) -> None:
+    config = SandboxConfig(images={"python": "sandcrew/no-such-image:never"})
+    async with DockerSandbox(config, docker_client=docker_client) as sandbox:
+        with pytest.raises(ImageNotFoundError) as caught:
+            await sandbox.run("print(1)")
+    assert str(caught.value) == (
+        "Sandbox image sandcrew/no-such-image:never is missing; "
+        "build it with `sandcrew images build`"
+    )
+    assert caught.value.__cause__ is None
+
+
+async def test_unknown_runtime_is_a_sandbox_error(docker_client: docker.DockerClient) -> None:
+    config = SandboxConfig(runtime="no-such-runtime")
+    async with DockerSandbox(config, docker_client=docker_client) as sandbox:
+        with pytest.raises(SandboxError, match="no-such-runtime"):
+            await sandbox.run("print(1)")
+
+
+async def test_a_client_passed_in_stays_open(docker_client: docker.DockerClient) -> None:
+    async with DockerSandbox(docker_client=docker_client) as sandbox:
+        assert sandbox.client is docker_client
+    assert docker_client.ping()
+
+
+# --- crash safety -------------------------------------------------------------
+
+_LONG_RUN = """
+from sandcrew.sandbox import DockerSandbox
+DockerSandbox().run_sync("import time; time.sleep(60)", timeout=60)
+"""
+
+
+@pytest.fixture
+def long_run_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A separate sandcrew process in the middle of a 60-second run."""
+    process = subprocess.Popen([sys.executable, "-c", _LONG_RUN], stderr=subprocess.PIPE)
+    yield process
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    assert process.stderr is not None
+    process.stderr.close()
+
+
+async def test_process_killed_mid_run_is_reaped_by_the_next_start(
+    docker_client: docker.DockerClient, long_run_process: subprocess.Popen[bytes]
+) -> None:
+    container_id = await _wait_for_container(docker_client, long_run_process.pid, long_run_process)
+    long_run_process.send_signal(signal.SIGKILL)
+    long_run_process.wait()
+    # Nobody removed it: the owner died without running any cleanup.
+    assert our_containers(docker_client, owner_pid=long_run_process.pid) == [container_id]
+
+    await DockerSandbox(docker_client=docker_client).start()
+
+    assert our_containers(docker_client, owner_pid=long_run_process.pid) == []
+
+
+async def test_ctrl_c_removes_the_container(
+    docker_client: docker.DockerClient, long_run_process: subprocess.Popen[bytes]
+) -> None:
+    await _wait_for_container(docker_client, long_run_process.pid, long_run_process)
+    long_run_process.send_signal(signal.SIGINT)
+    assert long_run_process.wait(timeout=20) != 0
+    assert long_run_process.stderr is not None
+    assert b"KeyboardInterrupt" in long_run_process.stderr.read()
+    assert our_containers(docker_client, owner_pid=long_run_process.pid) == []
+
+
+async def test_reaper_spares_live_runs(
+    docker_client: docker.DockerClient, sandbox: DockerSandbox
+) -> None:
+    run = asyncio.create_task(sandbox.run("import time\ntime.sleep(60)", timeout=60))
+    container_id = await _wait_for_container(docker_client, os.getpid())
+    assert container_id not in reap_orphans(docker_client)
+    assert our_containers(docker_client) == [container_id]
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+
+_HUNG_RUN = """
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
+config = SandboxConfig(reap_grace_seconds=0.1)
+DockerSandbox(config).run_sync("import time; time.sleep(60)", timeout=2)
+"""
+
+
+@pytest.fixture
+def hung_run_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A sandcrew process whose 2-second run will not be ended by its owner."""
+    process = subprocess.Popen([sys.executable, "-c", _HUNG_RUN])
+    yield process
+    process.kill()
+    process.wait()
+
+
+async def test_reaper_removes_containers_past_their_deadline_even_if_the_owner_lives(
+    docker_client: docker.DockerClient, hung_run_process: subprocess.Popen[bytes]
+) -> None:
+    owner = hung_run_process
+    container_id = await _wait_for_container(docker_client, owner.pid, owner)
+    # Alive but stopped before its own deadline timer could fire: a hung owner.
+    owner.send_signal(signal.SIGSTOP)
+    labels = docker_client.api.inspect_container(container_id)["Config"]["Labels"]
+    deadline = float(labels["sandcrew.deadline"])
+    assert reap_orphans(docker_client, now=deadline - 1) == []
+
+    removed = reap_orphans(docker_client, now=deadline + 1)
+
+    assert container_id in removed
+    assert our_containers(docker_client, owner_pid=owner.pid) == []
