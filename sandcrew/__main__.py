@@ -1,0 +1,5 @@
+"""`python -m sandcrew` runs the command line."""
+
+from sandcrew.cli import main
+
+main()

@@ -1,0 +1,140 @@
+"""`sandcrew doctor`: is this machine ready, and does the engine enforce the sandbox?"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sandcrew.cli._docker import connect_docker
+from sandcrew.errors import SandcrewError
+from sandcrew.sandbox import DockerSandbox, SandboxConfig, list_images
+
+# Runs inside a sandbox container and reports what the kernel really enforces.
+SELF_TEST_PROGRAM = r"""
+import json, os, socket
+status = {}
+for line in open("/proc/self/status"):
+    key, _, value = line.partition(":")
+    status[key] = value.strip()
+try:
+    with open("/sandcrew-doctor-probe", "w"):
+        pass
+    root_read_only = False
+except OSError:
+    root_read_only = True
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=1).close()
+    network_blocked = False
+except OSError:
+    network_blocked = True
+print(json.dumps({
+    "uid": os.getuid(),
+    "cap_eff": status.get("CapEff"),
+    "no_new_privs": status.get("NoNewPrivs"),
+    "seccomp": status.get("Seccomp"),
+    "root_read_only": root_read_only,
+    "network_blocked": network_blocked,
+    "interfaces": sorted(os.listdir("/sys/class/net")),
+}))
+"""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's report."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def security_checks(report: dict[str, Any]) -> list[Check]:
+    """Judge the self-test's report; every check must hold for the sandbox to be safe."""
+    return [
+        Check("non-root user", report.get("uid") not in (0, None), f"uid {report.get('uid')}"),
+        Check(
+            "no capabilities",
+            int(str(report.get("cap_eff") or "1"), 16) == 0,
+            f"CapEff {report.get('cap_eff')}",
+        ),
+        Check(
+            "no new privileges",
+            report.get("no_new_privs") == "1",
+            f"NoNewPrivs {report.get('no_new_privs')}",
+        ),
+        Check("seccomp filter", report.get("seccomp") == "2", f"Seccomp {report.get('seccomp')}"),
+        Check("read-only root", report.get("root_read_only") is True, "write to / refused"),
+        Check(
+            "network off",
+            report.get("network_blocked") is True and report.get("interfaces") == ["lo"],
+            f"interfaces {report.get('interfaces')}",
+        ),
+    ]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def doctor(
+        self_test: Annotated[
+            bool, typer.Option(help="Run the security self-test in a real container.")
+        ] = True,
+    ) -> None:
+        """Check Docker, runtimes, images and the sandbox's security in a real container."""
+        console = Console()
+        checks = [Check("python", True, platform.python_version())]
+        try:
+            client = connect_docker()
+        except SandcrewError as error:
+            checks.append(Check("docker engine", False, str(error)))
+            _show(console, checks)
+            raise typer.Exit(1) from None
+        info: dict[str, Any] = client.info()
+        checks.append(
+            Check(
+                "docker engine",
+                True,
+                f"{info.get('ServerVersion')} at {client.api.base_url}, "
+                f"cgroup v{info.get('CgroupVersion', '?')}",
+            )
+        )
+        runtimes = sorted(info.get("Runtimes", {}))
+        checks.append(
+            Check(
+                "runtimes",
+                True,
+                f"{', '.join(runtimes)} (default {info.get('DefaultRuntime')})"
+                + ("" if "runsc" in runtimes else "; gVisor runsc not installed"),
+            )
+        )
+        for image in list_images(client):
+            detail = image.tag if image.present else f"{image.tag} missing: sandcrew images build"
+            checks.append(Check(f"image {image.name}", image.present, detail))
+        if self_test and all(check.ok for check in checks):
+            checks.extend(_self_test())
+        _show(console, checks)
+        if not all(check.ok for check in checks):
+            raise typer.Exit(1)
+
+
+def _self_test() -> list[Check]:
+    result = DockerSandbox(SandboxConfig(timeout=20)).run_sync(SELF_TEST_PROGRAM, "python")
+    if not result.ok:
+        return [Check("security self-test", False, result.to_runner_message())]
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return [Check("security self-test", False, f"unreadable report: {result.stdout!r}")]
+    return security_checks(report)
+
+
+def _show(console: Console, checks: list[Check]) -> None:
+    table = Table("check", "", "detail")
+    for check in checks:
+        table.add_row(check.name, "[green]ok[/]" if check.ok else "[red]FAIL[/]", check.detail)
+    console.print(table)

@@ -1,0 +1,106 @@
+"""`sandcrew run FILE|-`: run a program in a throwaway hardened container."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from sandcrew.cli._docker import sandbox_config_from_options
+from sandcrew.errors import UserError
+from sandcrew.sandbox import DockerSandbox, ExecutionResult
+
+_LANGUAGE_BY_SUFFIX = {".py": "python", ".sh": "bash", ".bash": "bash"}
+
+TIMEOUT_EXIT = 124
+"""Exit code for a program killed at its deadline (as coreutils' `timeout`)."""
+OOM_EXIT = 137
+"""Exit code for a program killed for exceeding its memory limit (128 + SIGKILL)."""
+
+
+def exit_code_for(result: ExecutionResult) -> int:
+    """The exit code `sandcrew run` ends with: the program's own, or 124/137 when killed."""
+    if result.timed_out:
+        return TIMEOUT_EXIT
+    if result.oom_killed:
+        return OOM_EXIT
+    return result.exit_code
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        source: Annotated[str, typer.Argument(help="Program file to run, or - for stdin.")],
+        language: Annotated[
+            str | None,
+            typer.Option("--language", "-l", help="python or bash (default: from the file name)."),
+        ] = None,
+        timeout: Annotated[
+            float | None, typer.Option(help="Wall-clock limit in seconds.", show_default="10")
+        ] = None,
+        memory: Annotated[
+            str | None,
+            typer.Option(help="Memory limit, Docker units (256m, 1g).", show_default="256m"),
+        ] = None,
+        network: Annotated[
+            bool, typer.Option("--network", help="Allow network access (off by default).")
+        ] = False,
+        image: Annotated[
+            str | None, typer.Option(help="Run in this image instead of the default one.")
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    ) -> None:
+        """Run FILE (or stdin) in a new hardened container and print what it printed.
+
+        Exits with the program's exit code: 124 when it timed out, 137 when it was
+        killed for using too much memory.
+        """
+        code, chosen_language = _read_program(source, language)
+        config = sandbox_config_from_options(
+            timeout=timeout, memory=memory, network=network, image=image, language=chosen_language
+        )
+        result = DockerSandbox(config).run_sync(code, chosen_language)
+        if as_json:
+            typer.echo(result.model_dump_json(indent=2))
+        else:
+            _print_result(result)
+        raise typer.Exit(exit_code_for(result))
+
+
+def _read_program(source: str, language: str | None) -> tuple[str, str]:
+    if source == "-":
+        return sys.stdin.read(), language or "python"
+    path = Path(source)
+    try:
+        code = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"no such file: {source}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"cannot read {source}: {error}") from None
+    return code, language or _LANGUAGE_BY_SUFFIX.get(path.suffix.lower(), "python")
+
+
+def _print_result(result: ExecutionResult) -> None:
+    sys.stdout.write(result.stdout)
+    sys.stdout.flush()
+    if result.stderr:
+        sys.stderr.write(result.stderr)
+    status = Console(stderr=True, highlight=False)
+    notes = []
+    if result.stdout_truncated:
+        notes.append("stdout truncated")
+    if result.stderr_truncated:
+        notes.append("stderr truncated")
+    if result.timed_out:
+        headline = "[red]timed out[/]"
+    elif result.oom_killed:
+        headline = "[red]killed: out of memory[/]"
+    elif result.exit_code == 0:
+        headline = "[green]exit 0[/]"
+    else:
+        headline = f"[red]exit {result.exit_code}[/]"
+    extra = f" · {', '.join(notes)}" if notes else ""
+    status.print(f"{headline} · {result.duration:.2f}s · {result.image}{extra}", style="dim")

@@ -1,0 +1,128 @@
+"""`sandcrew doctor`, `images list|build` and `sandbox gc` against the real engine."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandcrew.cli.doctor import security_checks
+from sandcrew.sandbox import DEFAULT_IMAGES, BaseSource, build_images
+from sandcrew.sandbox._images import OFFLINE_BASE_IMAGE, configured_debian_mirror
+from tests.process import run_cli
+
+IMAGE = DEFAULT_IMAGES["python"]
+
+
+def test_doctor_passes_the_security_self_test() -> None:
+    completed = run_cli("doctor")
+
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    for check in (
+        "docker engine",
+        "non-root user",
+        "no capabilities",
+        "no new privileges",
+        "seccomp filter",
+        "read-only root",
+        "network off",
+    ):
+        assert check in completed.stdout
+    assert "FAIL" not in completed.stdout
+    assert "CapEff 0000000000000000" in completed.stdout
+
+
+def test_doctor_fails_loudly_when_a_protection_is_missing() -> None:
+    weak = {
+        "uid": 0,
+        "cap_eff": "00000000a80425fb",
+        "no_new_privs": "0",
+        "seccomp": "0",
+        "root_read_only": False,
+        "network_blocked": False,
+        "interfaces": ["eth0", "lo"],
+    }
+    assert [check.ok for check in security_checks(weak)] == [False] * 6
+
+
+def test_doctor_without_docker_exits_1_and_says_why() -> None:
+    completed = run_cli("doctor", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+
+    assert completed.returncode == 1
+    assert "DOCKER_HOST" in completed.stdout
+    assert "FAIL" in completed.stdout
+
+
+def test_images_list_shows_the_built_image() -> None:
+    completed = run_cli("images", "list")
+
+    assert completed.returncode == 0, completed.stderr
+    assert IMAGE.split(":")[0] in completed.stdout
+    assert "built" in completed.stdout
+
+
+def test_images_build_reuses_the_offline_base(docker_client: docker.DockerClient) -> None:
+    # The debootstrap base exists after `sandcrew images build` on this machine; building
+    # again must reuse it (no second debootstrap) and produce a working image.
+    docker_client.images.get(OFFLINE_BASE_IMAGE)
+    lines: list[str] = []
+    tags = build_images(docker_client, base=BaseSource.DEBOOTSTRAP, on_progress=lines.append)
+
+    assert tags == [IMAGE]
+    assert not any(line.startswith("debootstrap") for line in lines)
+    assert any(f"building {IMAGE} from {OFFLINE_BASE_IMAGE}" in line for line in lines)
+    output = docker_client.containers.run(IMAGE, ["python3", "-c", "print(1)"], remove=True)
+    assert output == b"1\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        (
+            "debian.sources",
+            "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+            "Components: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\n"
+            "Suites: bookworm-security\n",
+            "http://mirror.example/debian",
+        ),
+        (
+            "sources.list",
+            "# comment\ndeb [arch=amd64] http://ftp.example/debian bookworm main\n",
+            "http://ftp.example/debian",
+        ),
+    ],
+    ids=["deb822", "one-line"],
+)
+def test_debian_mirror_comes_from_apt(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    target = tmp_path / name if name == "sources.list" else tmp_path / "sources.list.d" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    assert configured_debian_mirror(tmp_path) == expected
+
+
+def test_sandbox_gc_removes_orphans(docker_client: docker.DockerClient) -> None:
+    now = int(time.time())
+    orphan = docker_client.containers.create(
+        IMAGE,
+        ["sleep", "60"],
+        labels={
+            "sandcrew.product": "sandcrew",
+            "sandcrew.run-id": "orphan-test",
+            "sandcrew.created-at": str(now - 120),
+            "sandcrew.deadline": str(now - 60),
+            "sandcrew.owner-pid": "1",
+            "sandcrew.owner-host": "elsewhere",
+        },
+    )
+    try:
+        completed = run_cli("sandbox", "gc")
+        assert completed.returncode == 0, completed.stderr
+        assert f"  {orphan.id[:12]}\n" in completed.stdout
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(orphan.id)
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            orphan.remove(force=True)

@@ -1,0 +1,137 @@
+"""`sandcrew run`: real process, real containers, exit codes and readable errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.process import run_cli
+
+FIBONACCI_PROGRAM = """
+def fibonacci(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+print(fibonacci(39))
+"""
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> Path:
+    path = tmp_path / "fib.py"
+    path.write_text(FIBONACCI_PROGRAM)
+    return path
+
+
+def test_run_prints_the_39th_fibonacci_number(program: Path) -> None:
+    completed = run_cli("run", str(program))
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "63245986\n"
+    assert "exit 0" in completed.stderr
+    assert "sandcrew/python:latest" in completed.stderr
+
+
+def test_run_json_reports_the_whole_result(program: Path) -> None:
+    completed = run_cli("run", str(program), "--json")
+
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["stdout"] == "63245986\n"
+    assert result["exit_code"] == 0
+    assert result["timed_out"] is False
+    assert result["oom_killed"] is False
+    assert result["language"] == "python"
+    assert result["duration"] > 0
+
+
+def test_run_reads_stdin_and_bash_by_name(tmp_path: Path) -> None:
+    assert run_cli("run", "-", stdin="print(6 * 7)").stdout == "42\n"
+    script = tmp_path / "hello.sh"
+    script.write_text('echo "hello from $(basename $SHELL 2>/dev/null || echo bash)"\n')
+    completed = run_cli("run", str(script))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("hello from")
+
+
+def test_run_exits_with_the_programs_code_and_keeps_stderr() -> None:
+    completed = run_cli("run", "-", stdin="import sys\nprint('oops', file=sys.stderr)\nsys.exit(3)")
+
+    assert completed.returncode == 3
+    assert "oops" in completed.stderr
+    assert "exit 3" in completed.stderr
+
+
+def test_run_timeout_exits_124() -> None:
+    completed = run_cli("run", "-", "--timeout", "1", stdin="while True:\n    pass\n")
+
+    assert completed.returncode == 124
+    assert "timed out" in completed.stderr
+
+
+def test_run_out_of_memory_exits_137() -> None:
+    bomb = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))\n"
+    completed = run_cli("run", "-", "--memory", "64m", stdin=bomb)
+
+    assert completed.returncode == 137
+    assert "out of memory" in completed.stderr
+
+
+def test_network_is_opt_in() -> None:
+    probe = "import os\nprint(sorted(os.listdir('/sys/class/net')))"
+    isolated = run_cli("run", "-", stdin=probe)
+    connected = run_cli("run", "-", "--network", stdin=probe)
+
+    assert isolated.stdout.strip() == "['lo']"
+    assert connected.returncode == 0, connected.stderr
+    assert "eth0" in connected.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "expected"),
+    [
+        (["run", "-"], "", "empty"),
+        (["run", "-", "--language", "ruby"], "puts 1", "python"),
+        (["run", "-", "--memory", "lots"], "print(1)", "memory must look like 256m"),
+        (["run", "-", "--timeout", "-1"], "print(1)", "timeout must be > 0"),
+        (["run", "/nonexistent/program.py"], None, "no such file: /nonexistent/program.py"),
+        (
+            ["run", "-", "--image", "sandcrew/does-not-exist:1"],
+            "print(1)",
+            "sandcrew images build",
+        ),
+    ],
+    ids=["empty", "language", "memory", "timeout", "missing-file", "missing-image"],
+)
+def test_usage_errors_exit_2_with_one_clear_line(
+    args: list[str], stdin: str | None, expected: str
+) -> None:
+    completed = run_cli(*args, stdin=stdin)
+
+    assert completed.returncode == 2, completed.stderr
+    assert expected in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_oversized_code_names_the_limit() -> None:
+    completed = run_cli("run", "-", stdin="x = 1\n" * 200_000)
+
+    assert completed.returncode == 2
+    assert "at most 1048576 bytes" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_unreachable_docker_names_docker_host_and_the_socket() -> None:
+    completed = run_cli(
+        "run", "-", stdin="print(1)", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    )
+
+    assert completed.returncode == 2
+    assert "DOCKER_HOST" in completed.stderr
+    assert "/nonexistent/docker.sock" in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert len(completed.stderr.strip().splitlines()) <= 2
