@@ -1,0 +1,227 @@
+"""`sandcrew solve TASK`: the crew writes, reviews and runs code until the task is answered."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+from rich.console import Console, RenderableType
+from rich.panel import Panel
+from rich.text import Text
+
+from sandcrew.agents import Message, render_message
+from sandcrew.cli._docker import parse_memory
+from sandcrew.crew import CrewMode, CrewResult, solve_task
+from sandcrew.errors import UserError
+from sandcrew.sandbox import ExecutionResult
+from sandcrew.settings import load_crew_settings
+
+NOT_SOLVED_EXIT = 1
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def solve(
+        task: Annotated[
+            str, typer.Argument(help='The task, e.g. "What\'s the 39th fibonacci number?"')
+        ],
+        model: Annotated[
+            str | None, typer.Option(help="Model for every role.", show_default="gpt-4o-mini")
+        ] = None,
+        base_url: Annotated[
+            str | None,
+            typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1."),
+        ] = None,
+        admin_model: Annotated[str | None, typer.Option(help="Model for the admin.")] = None,
+        coder_model: Annotated[str | None, typer.Option(help="Model for the coder.")] = None,
+        reviewer_model: Annotated[str | None, typer.Option(help="Model for the reviewer.")] = None,
+        mode: Annotated[
+            CrewMode | None,
+            typer.Option(
+                help="Speaker selection: workflow, admin or workflow+admin.",
+                show_default="workflow",
+            ),
+        ] = None,
+        max_rounds: Annotated[
+            int | None, typer.Option(help="Agent replies before giving up.", show_default="20")
+        ] = None,
+        max_tokens: Annotated[
+            int | None, typer.Option(help="Token budget for the whole chat.")
+        ] = None,
+        timeout: Annotated[
+            float | None, typer.Option(help="Wall-clock budget for the whole chat, seconds.")
+        ] = None,
+        image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
+        run_timeout: Annotated[
+            float | None,
+            typer.Option(help="Wall-clock limit of each run, seconds.", show_default="10"),
+        ] = None,
+        memory: Annotated[
+            str | None,
+            typer.Option(help="Memory limit of each run (256m, 1g).", show_default="256m"),
+        ] = None,
+        config: Annotated[
+            Path | None,
+            typer.Option(help="TOML settings file (default ~/.config/sandcrew/config.toml)."),
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the outcome as JSON instead of the chat.")
+        ] = False,
+        transcript: Annotated[
+            Path | None,
+            typer.Option(help="Write every message, tool call and run as JSON lines to FILE."),
+        ] = None,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="Print only the final answer.")
+        ] = False,
+    ) -> None:
+        """Solve TASK with the crew; exit 0 when solved, 1 when not, 2 on a usage error."""
+        settings = load_crew_settings(
+            {
+                "model": model,
+                "base_url": base_url,
+                "mode": mode,
+                "max_rounds": max_rounds,
+                "token_budget": max_tokens,
+                "time_budget": timeout,
+                "role_models": _role_models(admin_model, coder_model, reviewer_model),
+                "sandbox": _sandbox_overrides(image, run_timeout, memory),
+            },
+            config_path=config,
+        )
+        settings.api_key_value()  # fail before any work when no model is configured
+        console = Console()
+        stream_chat = not (quiet or as_json)
+        with _open_transcript(transcript) as recorder:
+
+            async def on_message(message: Message) -> None:
+                recorder.message(message)
+                if stream_chat:
+                    console.print(_render(message))
+
+            result = asyncio.run(solve_task(task, settings, on_message=on_message))
+            recorder.result(result)
+        if as_json:
+            typer.echo(json.dumps(result_summary(result), indent=2))
+        else:
+            _print_outcome(console, result, quiet=quiet)
+        if not result.solved:
+            raise typer.Exit(NOT_SOLVED_EXIT)
+
+
+def result_summary(result: CrewResult) -> dict[str, Any]:
+    """The ``--json`` document: answer, stop reason, rounds, tokens and runs."""
+    return {
+        "task": result.task,
+        "solved": result.solved,
+        "answer": result.answer,
+        "stop_reason": result.stop_reason,
+        "stop_detail": result.stop_detail,
+        "rounds": result.rounds,
+        "total_tokens": result.total_tokens,
+        "duration": round(result.duration, 3),
+        "runs": [_run_summary(run) for run in result.runs],
+        "error": None if result.error is None else str(result.error),
+    }
+
+
+def _run_summary(run: ExecutionResult) -> dict[str, Any]:
+    return run.model_dump(
+        mode="json",
+        include={
+            "run_id",
+            "language",
+            "exit_code",
+            "timed_out",
+            "oom_killed",
+            "duration",
+            "image",
+            "stdout",
+            "stderr",
+        },
+    )
+
+
+def _role_models(admin: str | None, coder: str | None, reviewer: str | None) -> dict[str, str]:
+    chosen = {"admin": admin, "coder": coder, "reviewer": reviewer}
+    return {role: name for role, name in chosen.items() if name}
+
+
+def _sandbox_overrides(
+    image: str | None, run_timeout: float | None, memory: str | None
+) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if image is not None:
+        overrides["images"] = {"python": image, "bash": image}
+    if run_timeout is not None:
+        overrides["timeout"] = run_timeout
+    if memory is not None:
+        overrides["memory_bytes"] = parse_memory(memory)
+    return overrides
+
+
+def _render(message: Message) -> RenderableType:
+    if isinstance(message.data, ExecutionResult):
+        # Program output is shown verbatim, not as Markdown.
+        style = "green" if message.data.ok else "red"
+        return Panel(
+            Text(message.content),
+            title=f"[bold]Message from {message.sender}[/bold]",
+            title_align="left",
+            border_style=style,
+        )
+    return render_message(message)
+
+
+def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None:
+    if result.solved:
+        if quiet:
+            typer.echo(result.answer or "")
+        else:
+            console.print(f"[bold green]answer:[/] {result.answer}", highlight=False)
+        return
+    err = Console(stderr=True, highlight=False)
+    err.print(f"[bold red]not solved[/] ({result.stop_reason}): {result.stop_detail}")
+
+
+class _TranscriptRecorder:
+    """Appends one JSON object per line: every message, then the final result."""
+
+    def __init__(self, file: IO[str] | None) -> None:
+        self._file = file
+        self._started = time.monotonic()
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            return
+        record["elapsed"] = round(time.monotonic() - self._started, 4)
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def message(self, message: Message) -> None:
+        record = {"event": "message", **message.model_dump(mode="json")}
+        if isinstance(message.data, ExecutionResult):
+            record["event"] = "run"
+        self._write(record)
+
+    def result(self, result: CrewResult) -> None:
+        self._write({"event": "result", **result_summary(result)})
+
+
+@contextlib.contextmanager
+def _open_transcript(path: Path | None) -> Iterator[_TranscriptRecorder]:
+    if path is None:
+        yield _TranscriptRecorder(None)
+        return
+    try:
+        file = path.open("w", encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"cannot write the transcript to {path}: {error}") from None
+    with file:
+        yield _TranscriptRecorder(file)

@@ -1,0 +1,196 @@
+"""The code-interpreter crew: admin, coder, reviewer and runner in one group chat."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import openai
+
+from sandcrew.agents import (
+    Agent,
+    ChatResult,
+    FunctionCallMiddleware,
+    GroupChat,
+    Message,
+    OpenAIChatAgent,
+    StopReason,
+    TextMessage,
+)
+from sandcrew.crew._admin import CompletionMiddleware, FinalAnswer
+from sandcrew.crew._code_facts import code_to_run
+from sandcrew.crew._prompts import (
+    ADMIN_PROMPT,
+    CODER_PROMPT,
+    INTRODUCTIONS,
+    REVIEWER_PROMPT,
+)
+from sandcrew.crew._review import VerdictMiddleware, review_code_block
+from sandcrew.crew._runner import RunnerAgent
+from sandcrew.crew._settings import CrewMode, CrewSettings
+from sandcrew.crew._workflow import crew_workflow
+from sandcrew.sandbox import DockerSandbox, ExecutionResult
+
+OnMessage = Callable[[Message], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class CrewResult:
+    """How one task went."""
+
+    task: str
+    solved: bool
+    """The admin declared the task answered after a successful run."""
+    answer: str | None
+    stop_reason: str
+    stop_detail: str
+    rounds: int
+    total_tokens: int
+    runs: list[ExecutionResult]
+    last_code: str | None
+    """The last code block the coder wrote (what a suite checks for code tasks)."""
+    duration: float
+    messages: list[Message] = field(repr=False)
+    error: BaseException | None = field(default=None, repr=False, compare=False)
+
+
+class Crew:
+    """Builds the four agents and the chat for one set of settings (no I/O here)."""
+
+    def __init__(
+        self,
+        settings: CrewSettings,
+        sandbox: DockerSandbox,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client or openai.AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=settings.api_key_value(),
+            max_retries=settings.model_retries,
+            timeout=settings.request_timeout,
+        )
+        self.admin = OpenAIChatAgent(
+            "admin",
+            model=settings.model_for("admin"),
+            system_message=ADMIN_PROMPT,
+            description="Gives the task and gives the final answer once a run answers it.",
+            temperature=0,
+            client=self.client,
+        ).use(CompletionMiddleware())
+        self.coder = OpenAIChatAgent(
+            "coder",
+            model=settings.model_for("coder"),
+            system_message=CODER_PROMPT,
+            description="Writes one Python code block that prints the result.",
+            temperature=0.4,
+            client=self.client,
+        )
+        self.reviewer = OpenAIChatAgent(
+            "reviewer",
+            model=settings.model_for("reviewer"),
+            system_message=REVIEWER_PROMPT,
+            description="Reviews the coder's code block before it runs.",
+            temperature=0,
+            client=self.client,
+        ).use(
+            FunctionCallMiddleware(
+                [review_code_block], required=True, max_attempts=settings.review_attempts
+            ),
+            VerdictMiddleware(coder_name="coder"),
+        )
+        self.runner = RunnerAgent(sandbox, coder_name="coder")
+        self.chat = self._group_chat()
+
+    def _group_chat(self) -> GroupChat:
+        members: list[Agent] = [self.admin, self.coder, self.reviewer, self.runner]
+        mode = self.settings.mode
+        workflow = (
+            crew_workflow(self.admin, self.coder, self.reviewer, self.runner)
+            if mode in (CrewMode.WORKFLOW, CrewMode.WORKFLOW_ADMIN)
+            else None
+        )
+        selector = None
+        if mode in (CrewMode.ADMIN, CrewMode.WORKFLOW_ADMIN):
+            # Speaker selection has its own prompt (the role-play game), so it uses a plain
+            # agent on the admin's model rather than the admin with its task instructions.
+            selector = OpenAIChatAgent(
+                "admin", model=self.settings.model_for("admin"), client=self.client
+            )
+        chat = GroupChat(
+            members,
+            admin=selector,
+            workflow=workflow,
+            token_budget=self.settings.token_budget,
+            time_budget=self.settings.time_budget,
+        )
+        for name, text in INTRODUCTIONS.items():
+            chat.send_introduction(text, sender=name)
+        return chat
+
+    async def solve(self, task: str, *, on_message: OnMessage | None = None) -> CrewResult:
+        """Run the chat on ``task`` to its end; ``on_message`` sees every new message."""
+        opening = TextMessage(role="user", content=task, sender=self.admin.name)
+        started = time.monotonic()
+        stream = self.chat.send([opening], max_round=self.settings.max_rounds)
+        if on_message is not None:
+            await _deliver(on_message, opening)
+        async for message in stream:
+            if on_message is not None:
+                await _deliver(on_message, message)
+        return self._result(task, stream.result, time.monotonic() - started)
+
+    def _result(self, task: str, chat: ChatResult, duration: float) -> CrewResult:
+        runs = list(self.runner.runs)
+        final = chat.last_message
+        answer: str | None = None
+        solved = False
+        if chat.stop_reason is StopReason.TERMINATED and final is not None:
+            data = final.data
+            answer = data.answer if isinstance(data, FinalAnswer) else final.content
+            solved = any(run.ok for run in runs)
+            if not answer and runs and runs[-1].ok:
+                answer = runs[-1].stdout.strip()
+        return CrewResult(
+            task=task,
+            solved=solved,
+            answer=answer or None,
+            stop_reason=chat.stop_reason.value,
+            stop_detail=chat.detail,
+            rounds=chat.rounds,
+            total_tokens=chat.usage.total_tokens,
+            runs=runs,
+            last_code=_last_code(chat.messages, self.coder.name),
+            duration=duration,
+            messages=chat.messages,
+            error=chat.error,
+        )
+
+
+def _last_code(messages: list[Message], coder: str) -> str | None:
+    for message in reversed(messages):
+        if message.sender == coder and (block := code_to_run(message.content)) is not None:
+            return block.code
+    return None
+
+
+async def _deliver(on_message: OnMessage, message: Message) -> None:
+    outcome = on_message(message)
+    if outcome is not None:
+        await outcome
+
+
+async def solve_task(
+    task: str,
+    settings: CrewSettings,
+    *,
+    sandbox: DockerSandbox | None = None,
+    on_message: OnMessage | None = None,
+) -> CrewResult:
+    """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given."""
+    if sandbox is not None:
+        return await Crew(settings, sandbox).solve(task, on_message=on_message)
+    async with DockerSandbox(settings.sandbox) as owned:
+        return await Crew(settings, owned).solve(task, on_message=on_message)

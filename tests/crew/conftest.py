@@ -1,0 +1,86 @@
+"""Fixtures for the crew: the scripted model server and scripts of whole conversations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import pytest
+
+from sandcrew.crew import CrewSettings
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
+from tests.process import run_cli
+from tests.sandbox.helpers import our_containers
+
+__all__ = ["run_cli"]
+
+FIBONACCI_TASK = "What's the 39th fibonacci number?"
+FIBONACCI_ANSWER = "63245986"
+
+FIBONACCI_CODE = """```python
+def fibonacci(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+print(fibonacci(39))
+```"""
+
+ALL_GOOD = {
+    "has_multiple_code_blocks": False,
+    "is_top_level_statement": True,
+    "is_python_code_block": True,
+    "is_print_result_to_console": True,
+}
+
+
+def review_turn(times: int = 1, **checks: bool) -> Turn:
+    """The reviewer model calling review_code_block with ``checks`` over all-good defaults."""
+    return Turn(
+        agent="reviewer",
+        tool_calls=[ScriptedToolCall(name="review_code_block", arguments={**ALL_GOOD, **checks})],
+        times=times,
+    )
+
+
+def coder_turn(code: str, **fields: Any) -> Turn:
+    return Turn(agent="coder", content=f"Here is the code.\n\n{code}", **fields)
+
+
+def admin_final_turn(answer: str = FIBONACCI_ANSWER) -> Turn:
+    return Turn(
+        agent="admin",
+        system="You are the admin",
+        content=f"The 39th Fibonacci number is {answer}.\n[COMPLETE]",
+    )
+
+
+def happy_path_turns() -> list[Turn]:
+    return [coder_turn(FIBONACCI_CODE), review_turn(), admin_final_turn()]
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> docker.DockerClient:
+    # Crew tests run real containers: an unreachable engine must fail them, not skip.
+    return docker.from_env()
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_containers(docker_client: docker.DockerClient) -> Iterator[None]:
+    yield
+    leftovers = our_containers(docker_client)
+    assert not leftovers, f"containers left behind: {leftovers}"
+
+
+def settings_for(server: ScriptedModelServer, **overrides: Any) -> CrewSettings:
+    overrides.setdefault("sandbox", SandboxConfig(timeout=10))
+    return CrewSettings(base_url=server.base_url, api_key="test-key", model="scripted", **overrides)

@@ -1,0 +1,146 @@
+"""`sandcrew solve` end to end: real CLI process, scripted model over HTTP, real containers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sandcrew.testing import ScriptedModelServer, Turn
+from tests.crew.conftest import (
+    FIBONACCI_ANSWER,
+    FIBONACCI_TASK,
+    happy_path_turns,
+    run_cli,
+)
+
+
+def test_solve_fibonacci_prints_answer_and_exits_0(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    model_server.add(*happy_path_turns())
+    transcript = tmp_path / "chat.jsonl"
+
+    completed = run_cli(
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        model_server.base_url,
+        "--json",
+        "--transcript",
+        str(transcript),
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    summary = json.loads(completed.stdout)
+    assert summary["solved"] is True
+    assert FIBONACCI_ANSWER in summary["answer"]
+    assert summary["stop_reason"] == "terminated"
+    assert summary["rounds"] == 4
+    assert len(summary["runs"]) == 1
+    run = summary["runs"][0]
+    assert run["exit_code"] == 0
+    assert run["stdout"].strip() == FIBONACCI_ANSWER
+    assert run["image"] == "sandcrew/python:latest"
+    assert summary["total_tokens"] > 0
+
+    # At most four model calls on the happy path; the admin's opening needs none.
+    assert [request.agent for request in model_server.requests] == ["coder", "reviewer", "admin"]
+
+    records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    speakers = [record.get("sender") for record in records if record["event"] != "result"]
+    assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]
+    assert [record["event"] for record in records] == [
+        "message",
+        "message",
+        "message",
+        "run",
+        "message",
+        "result",
+    ]
+    run_record = records[3]
+    assert run_record["data"]["exit_code"] == 0
+    assert run_record["data"]["duration"] > 0
+    assert run_record["content"].startswith("[RUNNER_RESULT]")
+    review_record = records[2]
+    assert review_record["data"]["approved"] is True
+    assert review_record["data"]["claims"]["is_python_code_block"] is True
+    assert records[1]["usage"]["total_tokens"] > 0
+    assert records[4]["terminate"] is True
+    assert all(record["elapsed"] >= 0 for record in records)
+    assert records[-1]["answer"] == summary["answer"]
+
+
+def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedModelServer) -> None:
+    model_server.add(*happy_path_turns())
+
+    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url)
+
+    assert completed.returncode == 0, completed.stderr
+    for speaker in ("admin", "coder", "reviewer", "runner"):
+        assert f"Message from {speaker}" in completed.stdout
+    assert "[RUNNER_RESULT]" in completed.stdout
+    assert f"answer: The 39th Fibonacci number is {FIBONACCI_ANSWER}." in completed.stdout
+
+
+def test_quiet_prints_only_the_answer(model_server: ScriptedModelServer) -> None:
+    model_server.add(*happy_path_turns())
+
+    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "-q")
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == f"The 39th Fibonacci number is {FIBONACCI_ANSWER}."
+
+
+def test_not_solved_exits_1_with_the_stop_reason(model_server: ScriptedModelServer) -> None:
+    model_server.add(happy_path_turns()[0], happy_path_turns()[1])
+
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--max-rounds", "2"
+    )
+
+    assert completed.returncode == 1
+    assert "not solved (max_rounds)" in completed.stderr
+
+
+def test_no_model_configured_exits_2_and_says_how() -> None:
+    completed = run_cli("solve", FIBONACCI_TASK, env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
+
+    assert completed.returncode == 2
+    assert "no model configured" in completed.stderr
+    assert "OPENAI_API_KEY" in completed.stderr
+    assert "--base-url" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_bad_option_values_exit_2_naming_the_setting(model_server: ScriptedModelServer) -> None:
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--max-rounds", "0"
+    )
+
+    assert completed.returncode == 2
+    assert "max_rounds (command line)" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_model_endpoint_down_exits_1_with_a_readable_message() -> None:
+    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", "http://127.0.0.1:9/v1")
+
+    assert completed.returncode == 1
+    assert "not solved (error)" in completed.stderr
+    assert "127.0.0.1:9" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_model_endpoint_returning_500s_is_retried_then_exits_1(
+    model_server: ScriptedModelServer,
+) -> None:
+    # The client retries twice by default: three requests, all failing.
+    model_server.add(Turn(agent="coder", status=500, error_message="overloaded", times=3))
+
+    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url)
+
+    assert completed.returncode == 1
+    assert len(model_server.requests_for("coder")) == 3
+    assert "not solved (error)" in completed.stderr
+    assert "500" in completed.stderr
+    assert "Traceback" not in completed.stderr
