@@ -8,11 +8,9 @@ import typer
 
 
 def _command_modules() -> list[ModuleType]:
-    # Imported here, not at module level: each command module imports its own
-    # heavy dependencies, and `sandcrew --help` should not pay for all of them twice.
-    from sandcrew.cli import version
+    from sandcrew.cli import doctor, images, run, sandbox, solve, suite, version
 
-    return [version]
+    return [solve, run, suite, images, sandbox, doctor, version]
 
 
 def register_all(app: typer.Typer) -> None:

@@ -1,0 +1,327 @@
+"""`sandcrew suite run|list`: regression suites of coding tasks.
+
+A thin shell over :mod:`sandcrew.suites`: it reads the options, shows a live
+progress bar and a final table, writes the reports and picks the exit code
+(0 all good, 1 failures or regressions, 2 usage errors, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from sandcrew.crew import CrewSettings
+    from sandcrew.sandbox import SandboxConfig
+    from sandcrew.suites import (
+        BaselineComparison,
+        Solver,
+        Suite,
+        SuiteReport,
+        TaskExecutor,
+        TaskResult,
+    )
+
+FAILURE_EXIT = 1
+INTERRUPTED_EXIT = 130
+FULL_TABLE_LIMIT = 40
+"""Above this many tasks the final table lists only the tasks that did not pass."""
+
+_STATUS_STYLES = {"pass": "green", "fail": "red", "error": "magenta", "timeout": "yellow"}
+
+
+class ExecutorName(enum.StrEnum):
+    LOCAL = "local"
+    RAY = "ray"
+
+
+def register(app: typer.Typer) -> None:
+    suite_app = typer.Typer(
+        name="suite",
+        help="Run regression suites of coding tasks in throwaway containers.",
+        no_args_is_help=True,
+    )
+    suite_app.command("run")(run)
+    suite_app.command("list")(list_suites)
+    app.add_typer(suite_app, name="suite")
+
+
+def run(
+    suite: Annotated[
+        str, typer.Argument(help="A shipped suite (basics, humaneval) or a .yaml/.jsonl file.")
+    ],
+    solver: Annotated[
+        str, typer.Option("--solver", "-s", help="canonical, completions or crew.")
+    ] = "crew",
+    completions: Annotated[
+        Path | None,
+        typer.Option(help="JSONL of {task_id, completion} for --solver completions."),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", "-j", help="Tasks at once (default: one per core)."),
+    ] = None,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter", "-k", help="Keep tasks whose id or tag contains this (or matches a glob)."
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds per container run for tasks that set none (default: 10)."),
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write a JSON report here.")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(help="A previous --report: list regressions and fixes, fail on regressions."),
+    ] = None,
+    allow_failures: Annotated[
+        bool, typer.Option(help="Without --baseline, exit 0 even when tasks do not pass.")
+    ] = False,
+    executor: Annotated[
+        ExecutorName, typer.Option(help="Where tasks run: this machine or a Ray cluster.")
+    ] = ExecutorName.LOCAL,
+    address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster address for --executor ray (default: start a local Ray)."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model for --solver crew.")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint for --solver crew.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML crew settings for --solver crew (see solve).")
+    ] = None,
+) -> None:
+    """Solve every task of SUITE and check the results in throwaway containers."""
+    from sandcrew.sandbox import SandboxConfig
+    from sandcrew.suites import (
+        SuiteError,
+        load_suite,
+        make_solver,
+        read_json_report,
+    )
+
+    def crew_settings() -> CrewSettings:
+        from sandcrew.settings import load_crew_settings
+
+        return load_crew_settings({"model": model, "base_url": base_url}, config_path=config)
+
+    chosen_solver = make_solver(solver, completions=completions, crew_settings=crew_settings)
+    loaded = load_suite(suite)
+    selected = loaded.filtered(filters or ())
+    if not selected.tasks:
+        raise SuiteError(
+            f"No task of suite {loaded.name!r} matches --filter {' '.join(filters or ())}"
+        )
+    if executor is ExecutorName.LOCAL and address is not None:
+        raise SuiteError("--address only applies to --executor ray")
+    for option, path in (("--report", report), ("--junit", junit)):
+        if path is not None and not path.parent.is_dir():
+            raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
+    previous = read_json_report(baseline) if baseline is not None else None
+    sandbox_config = SandboxConfig() if timeout is None else SandboxConfig(timeout=timeout)
+    task_executor = _make_executor(executor, address)
+
+    console = Console()
+    final, interrupted = _run_with_progress(
+        selected, chosen_solver, task_executor, concurrency, sandbox_config
+    )
+    if report is not None:
+        from sandcrew.suites import write_json_report
+
+        write_json_report(final, report)
+    if junit is not None:
+        from sandcrew.suites import write_junit
+
+        write_junit(final, junit)
+    _print_results(console, final)
+    comparison = None
+    if previous is not None:
+        from sandcrew.suites import compare_with_baseline
+
+        comparison = compare_with_baseline(final, previous)
+        _print_comparison(console, comparison, baseline)
+    raise typer.Exit(_exit_code(final, comparison, interrupted, allow_failures))
+
+
+def list_suites() -> None:
+    """Show the suites shipped with sandcrew."""
+    from sandcrew.suites import list_suites as shipped
+
+    table = Table(title="Shipped suites")
+    table.add_column("Suite", style="bold")
+    table.add_column("Tasks", justify="right")
+    table.add_column("About")
+    for info in shipped():
+        count = str(info.task_count) if info.task_count is not None else "-"
+        about = info.description if info.problem is None else f"{info.description} — {info.problem}"
+        table.add_row(info.name, count, escape(about))
+    Console().print(table)
+
+
+def _make_executor(name: ExecutorName, address: str | None) -> TaskExecutor:
+    from sandcrew.suites import LocalExecutor, RayExecutor
+
+    if name is ExecutorName.RAY:
+        return RayExecutor(address=address)
+    return LocalExecutor()
+
+
+def _run_with_progress(
+    suite: Suite,
+    solver: Solver,
+    executor: TaskExecutor,
+    concurrency: int | None,
+    sandbox_config: SandboxConfig,
+) -> tuple[SuiteReport, bool]:
+    """Run the suite under a live progress bar; Ctrl-C keeps the finished results."""
+    from sandcrew.suites import SuiteRecorder, run_suite
+
+    recorder = SuiteRecorder(suite, solver=solver.name, executor=executor.name)
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} not passed"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
+    bar = progress.add_task(suite.name, total=len(suite.tasks), passed=0, failed=0)
+    counts = {"passed": 0, "failed": 0}
+
+    def advance(result: TaskResult) -> None:
+        counts["passed" if result.passed else "failed"] += 1
+        progress.update(bar, advance=1, passed=counts["passed"], failed=counts["failed"])
+
+    async def main() -> SuiteReport:
+        return await run_suite(
+            suite,
+            solver,
+            concurrency=concurrency,
+            executor=executor,
+            sandbox_config=sandbox_config,
+            on_result=advance,
+            recorder=recorder,
+        )
+
+    with progress:
+        try:
+            return asyncio.run(main()), False
+        except KeyboardInterrupt:
+            pass
+    Console(stderr=True).print("[yellow]Interrupted: reporting the tasks that finished.[/]")
+    return recorder.report(interrupted=True), True
+
+
+def _print_results(console: Console, report: SuiteReport) -> None:
+    shown = list(report.results)
+    hidden = 0
+    if len(shown) > FULL_TABLE_LIMIT:
+        shown = [result for result in report.results if not result.passed]
+        hidden = len(report.results) - len(shown)
+    crew_columns = any(result.rounds is not None for result in report.results)
+    if shown:
+        table = Table(title=f"{report.suite} · solver {report.solver}")
+        table.add_column("Task", no_wrap=True)
+        table.add_column("Status")
+        table.add_column("Time", justify="right")
+        table.add_column("Runs", justify="right")
+        if crew_columns:
+            table.add_column("Rounds", justify="right")
+            table.add_column("Tokens", justify="right")
+            table.add_column("Stop reason")
+        table.add_column("Detail", overflow="fold", max_width=60)
+        for result in shown:
+            style = _STATUS_STYLES[result.status.value]
+            row = [
+                escape(result.task_id),
+                f"[{style}]{result.status.value}[/]",
+                f"{result.duration:.2f}s",
+                str(result.container_runs),
+            ]
+            if crew_columns:
+                row += [
+                    _optional(result.rounds),
+                    _optional(result.total_tokens),
+                    escape(result.stop_reason or ""),
+                ]
+            row.append(escape(_last_lines(result.detail)))
+            table.add_row(*row)
+        console.print(table)
+    if hidden:
+        console.print(f"{hidden} passing tasks not listed (the --report file has every task).")
+    counts = report.counts
+    summary = (
+        f"{counts.total} tasks: [green]{counts.passed} passed[/], "
+        f"[red]{counts.failed} failed[/], [magenta]{counts.errors} errors[/], "
+        f"[yellow]{counts.timeouts} timeouts[/]"
+    )
+    if counts.not_run:
+        summary += f", {counts.not_run} not run"
+    console.print(f"{summary} in {report.duration:.1f}s")
+
+
+def _print_comparison(
+    console: Console, comparison: BaselineComparison, baseline: Path | None
+) -> None:
+    if comparison.regressions:
+        console.print(f"[bold red]{len(comparison.regressions)} regressions[/] since {baseline}:")
+        for change in comparison.regressions:
+            detail = _last_lines(change.detail, lines=1)
+            console.print(
+                f"  [red]{escape(change.task_id)}[/]: {change.before} → {change.after}"
+                + (f" ({escape(detail)})" if detail else "")
+            )
+    else:
+        console.print(f"[green]No regressions[/] since {baseline}.")
+    if comparison.fixes:
+        console.print(f"[bold green]{len(comparison.fixes)} fixes[/]:")
+        for change in comparison.fixes:
+            console.print(f"  [green]{escape(change.task_id)}[/]: {change.before} → {change.after}")
+    if comparison.still_failing:
+        console.print(f"{len(comparison.still_failing)} tasks still do not pass.")
+    if comparison.new_tasks:
+        console.print(f"{len(comparison.new_tasks)} tasks are new (not in the baseline).")
+
+
+def _exit_code(
+    report: SuiteReport,
+    comparison: BaselineComparison | None,
+    interrupted: bool,
+    allow_failures: bool,
+) -> int:
+    if interrupted:
+        return INTERRUPTED_EXIT
+    if comparison is not None:
+        return FAILURE_EXIT if comparison.has_regressions else 0
+    if report.all_passed or allow_failures:
+        return 0
+    return FAILURE_EXIT
+
+
+def _optional(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _last_lines(text: str, *, lines: int = 3) -> str:
+    kept = [line for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])

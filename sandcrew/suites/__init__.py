@@ -1,0 +1,90 @@
+"""Regression suites of coding tasks: load, solve in containers, report, compare.
+
+The core is pure and async: :func:`load_suite` reads tasks, :func:`run_suite`
+solves them with a :class:`Solver` on an executor (this machine or a Ray
+cluster), and the resulting :class:`SuiteReport` is written as JSON or JUnit
+XML and compared with a previous one by :func:`compare_with_baseline`. The
+``sandcrew suite`` command is a thin shell around these.
+"""
+
+from ._baseline import BaselineComparison, StatusChange, compare_with_baseline
+from ._checks import answer_matches, check_program, numbers_in
+from ._errors import SuiteError
+from ._loading import (
+    HUMANEVAL,
+    SuiteInfo,
+    list_suites,
+    load_humaneval,
+    load_suite,
+    load_suite_file,
+)
+from ._outcomes import TaskOutcome, TaskResult, TaskStatus
+from ._ray_executor import RayExecutor
+from ._reports import (
+    StatusCounts,
+    SuiteReport,
+    read_json_report,
+    write_json_report,
+    write_junit,
+)
+from ._runner import (
+    LocalExecutor,
+    SuiteRecorder,
+    TaskExecutor,
+    default_concurrency,
+    evaluate_task,
+    run_suite,
+)
+from ._solvers import (
+    CanonicalSolver,
+    CompletionsSolver,
+    CrewSolver,
+    Solver,
+    SolverName,
+    make_solver,
+)
+from ._tasks import AnswerTask, CodeTask, ExactAnswer, NumberAnswer, RegexAnswer, Suite, Task
+
+__all__ = [
+    "HUMANEVAL",
+    "AnswerTask",
+    "BaselineComparison",
+    "CanonicalSolver",
+    "CodeTask",
+    "CompletionsSolver",
+    "CrewSolver",
+    "ExactAnswer",
+    "LocalExecutor",
+    "NumberAnswer",
+    "RayExecutor",
+    "RegexAnswer",
+    "Solver",
+    "SolverName",
+    "StatusChange",
+    "StatusCounts",
+    "Suite",
+    "SuiteError",
+    "SuiteInfo",
+    "SuiteRecorder",
+    "SuiteReport",
+    "Task",
+    "TaskExecutor",
+    "TaskOutcome",
+    "TaskResult",
+    "TaskStatus",
+    "answer_matches",
+    "check_program",
+    "compare_with_baseline",
+    "default_concurrency",
+    "evaluate_task",
+    "list_suites",
+    "load_humaneval",
+    "load_suite",
+    "load_suite_file",
+    "make_solver",
+    "numbers_in",
+    "read_json_report",
+    "run_suite",
+    "write_json_report",
+    "write_junit",
+]

@@ -1,0 +1,126 @@
+"""Deciding whether an answer or a completion passes.
+
+Answer checks are pure functions on text. Code checks build one program from
+the task and the completion and run it in a fresh container of the sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING
+
+from ._outcomes import TaskOutcome, TaskStatus
+from ._tasks import AnswerTask, CodeTask, ExactAnswer, NumberAnswer, RegexAnswer
+
+if TYPE_CHECKING:
+    from sandcrew.sandbox import DockerSandbox, ExecutionResult
+
+DETAIL_CHARS = 300
+"""Characters of stderr (its tail) kept as a failing task's detail."""
+
+# Integers with thousands separators ("63,245,986") or plain digits, optional
+# fraction and exponent. A list such as "1,2,3" stays three numbers.
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def numbers_in(text: str) -> list[Decimal]:
+    """Every number written in ``text``, in order."""
+    found: list[Decimal] = []
+    for match in _NUMBER.finditer(text):
+        try:
+            found.append(Decimal(match.group().replace(",", "")))
+        except InvalidOperation:  # pragma: no cover - the pattern only matches numbers
+            continue
+    return found
+
+
+def answer_matches(expected: ExactAnswer | NumberAnswer | RegexAnswer, text: str) -> bool:
+    """Whether ``text`` holds the expected answer.
+
+    exact: equal once surrounding whitespace is stripped; number: any number in
+    the text within the tolerance; regex: found anywhere (``re.search``).
+    """
+    if isinstance(expected, ExactAnswer):
+        return text.strip() == expected.exact.strip()
+    if isinstance(expected, NumberAnswer):
+        return any(abs(value - expected.number) <= expected.tolerance for value in numbers_in(text))
+    return re.search(expected.regex, text) is not None
+
+
+def describe_expected(expected: ExactAnswer | NumberAnswer | RegexAnswer) -> str:
+    """A short phrase such as ``the number 63245986`` for failure details."""
+    if isinstance(expected, ExactAnswer):
+        return f"exactly {expected.exact!r}"
+    if isinstance(expected, NumberAnswer):
+        around = f" ± {expected.tolerance}" if expected.tolerance else ""
+        return f"the number {expected.number}{around}"
+    return f"a match of /{expected.regex}/"
+
+
+def check_program(task: CodeTask, completion: str) -> str:
+    """The program whose exit code decides a code task: prompt, completion, tests, check.
+
+    A completion is normally the body of the prompt's function. A completion
+    that defines the whole function itself (as chat models tend to write it)
+    follows the prompt closed by a ``pass`` body, so that the prompt's imports
+    and helpers still apply and the completion's definition wins.
+    """
+    if _defines_function(completion, task.entry_point):
+        newline = "" if task.prompt.endswith("\n") else "\n"
+        completion = f"{newline}    pass\n\n\n{completion}"
+    return f"{task.prompt}{completion}\n\n{task.test}\n\ncheck({task.entry_point})\n"
+
+
+def _defines_function(code: str, name: str) -> bool:
+    pattern = rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\("
+    return re.search(pattern, code, flags=re.MULTILINE) is not None
+
+
+def check_answer(task: AnswerTask, *candidates: str | None) -> TaskOutcome:
+    """Pass when any of the candidate texts holds the expected answer."""
+    texts = [text for text in candidates if text is not None]
+    if any(answer_matches(task.expected, text) for text in texts):
+        return TaskOutcome(status=TaskStatus.PASS)
+    shown = _tail(texts[0].strip(), 120) if texts else "nothing"
+    return TaskOutcome(
+        status=TaskStatus.FAIL,
+        detail=f"expected {describe_expected(task.expected)}, got {shown!r}",
+    )
+
+
+async def run_code_check(task: CodeTask, completion: str, sandbox: DockerSandbox) -> TaskOutcome:
+    """Run the check program of ``task`` with ``completion`` in a fresh container."""
+    result = await sandbox.run(check_program(task, completion), "python", timeout=task.timeout)
+    return outcome_of_run(result)
+
+
+async def run_answer_program(task: AnswerTask, code: str, sandbox: DockerSandbox) -> TaskOutcome:
+    """Run ``code`` in a fresh container; pass when it exits 0 printing the answer."""
+    result = await sandbox.run(code, "python", timeout=task.timeout)
+    if not result.ok:
+        return outcome_of_run(result)
+    return check_answer(task, result.stdout).model_copy(update={"container_runs": 1})
+
+
+def outcome_of_run(result: ExecutionResult) -> TaskOutcome:
+    """pass on exit 0; timeout when the deadline killed it; fail otherwise."""
+    if result.timed_out:
+        return TaskOutcome(
+            status=TaskStatus.TIMEOUT,
+            container_runs=1,
+            detail=f"timed out after {result.timeout:g}s",
+        )
+    if result.ok:
+        return TaskOutcome(status=TaskStatus.PASS, container_runs=1)
+    if result.oom_killed:
+        detail = "killed: out of memory"
+    else:
+        detail = _tail(result.stderr.strip(), DETAIL_CHARS) or f"exit code {result.exit_code}"
+    return TaskOutcome(status=TaskStatus.FAIL, container_runs=1, detail=detail)
+
+
+def _tail(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return "…" + text[len(text) - limit + 1 :]

@@ -1,0 +1,60 @@
+"""What solving one task produced: its status and the numbers around it."""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class TaskStatus(enum.StrEnum):
+    """How a task ended."""
+
+    PASS = "pass"
+    """The answer matched, or the check program exited 0."""
+    FAIL = "fail"
+    """The answer or the completion is wrong (a failing check, a wrong answer)."""
+    ERROR = "error"
+    """No verdict: nothing to check (no completion, no solution) or the harness failed."""
+    TIMEOUT = "timeout"
+    """The check program ran past its deadline and was killed."""
+
+
+class TaskOutcome(BaseModel):
+    """A solver's verdict on one task, before the runner adds id and timing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: TaskStatus
+    container_runs: int = 0
+    """Containers started for this task (the crew's runs plus the final check)."""
+    rounds: int | None = None
+    """Chat rounds (crew solver only)."""
+    total_tokens: int | None = None
+    """Model tokens spent (crew solver only)."""
+    stop_reason: str | None = None
+    """Why the crew stopped (crew solver only)."""
+    detail: str = ""
+    """A short explanation of a non-pass: the tail of stderr, the wrong answer, the error."""
+
+
+class TaskResult(BaseModel):
+    """One task's line in a report."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task_id: str
+    kind: str
+    tags: tuple[str, ...] = ()
+    status: TaskStatus
+    duration: float
+    """Wall-clock seconds the solver and the check took together."""
+    container_runs: int = 0
+    rounds: int | None = None
+    total_tokens: int | None = None
+    stop_reason: str | None = None
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status is TaskStatus.PASS

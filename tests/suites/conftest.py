@@ -1,0 +1,56 @@
+"""Fixtures of the suite tests: small suite files and a check for leftover containers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+def own_containers() -> list[str]:
+    """Sandbox containers made by this test process (other processes may share the engine)."""
+    listed = subprocess.run(
+        [
+            "docker",
+            "ps",
+            "-a",
+            "-q",
+            "--filter",
+            "label=sandcrew.product=sandcrew",
+            "--filter",
+            f"label=sandcrew.owner-pid={os.getpid()}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return listed.stdout.split()
+
+
+@pytest.fixture
+def list_own_containers() -> Callable[[], list[str]]:
+    """The ids of this process's sandbox containers, read from the Docker engine."""
+    return own_containers
+
+
+@pytest.fixture
+def no_leftover_containers() -> Iterator[None]:
+    """Fails the test when any container of this process outlives it."""
+    yield
+    assert own_containers() == []
+
+
+@pytest.fixture
+def write_file(tmp_path: Path) -> Callable[[str, str], Path]:
+    """Write dedented text to ``tmp_path / name`` and return the path."""
+
+    def write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    return write

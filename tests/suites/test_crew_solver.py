@@ -1,0 +1,139 @@
+"""The crew solver end to end: the real crew, the scripted model over HTTP, real containers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandcrew.crew import CrewSettings
+from sandcrew.suites import AnswerTask, CodeTask, CrewSolver, TaskStatus, load_suite, run_suite
+from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
+from tests.process import run_cli
+
+ALL_GOOD = {
+    "has_multiple_code_blocks": False,
+    "is_top_level_statement": True,
+    "is_python_code_block": True,
+    "is_print_result_to_console": True,
+}
+
+
+def _conversation_about(text: str) -> Any:
+    def matches(body: dict[str, Any]) -> bool:
+        return text in json.dumps(body)
+
+    return matches
+
+
+def crew_turns(task_prompt: str, code: str) -> list[Turn]:
+    """One task solved on the happy path: coder writes ``code``, reviewer approves, admin ends.
+
+    Turns are matched by the task they belong to, so tasks may run concurrently.
+    """
+    about_task = _conversation_about(json.dumps(task_prompt)[1:-1])
+    return [
+        Turn(agent="coder", when=about_task, content=f"```python\n{code}```"),
+        Turn(
+            agent="reviewer",
+            when=about_task,
+            tool_calls=[ScriptedToolCall(name="review_code_block", arguments=ALL_GOOD)],
+        ),
+        # The admin ends with the bare signal: the answer is then the run's output.
+        Turn(agent="admin", when=about_task, content="[COMPLETE]"),
+    ]
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.mark.usefixtures("no_leftover_containers")
+async def test_basics_suite_passes_with_the_crew_solver(model_server: ScriptedModelServer) -> None:
+    suite = load_suite("basics")
+    for task in suite.tasks:
+        assert isinstance(task, AnswerTask)
+        assert task.solution is not None
+        model_server.add(*crew_turns(task.prompt, task.solution))
+    solver = CrewSolver(CrewSettings(base_url=model_server.base_url, model="scripted"))
+
+    report = await run_suite(suite, solver, concurrency=2)
+
+    statuses = {result.task_id: result.status for result in report.results}
+    assert statuses == dict.fromkeys(statuses, TaskStatus.PASS)
+    assert len(statuses) == len(suite.tasks) >= 11
+    for result in report.results:
+        assert result.rounds == 4
+        assert result.container_runs == 1
+        assert result.total_tokens is not None
+        assert result.total_tokens > 0
+        assert result.stop_reason == "terminated"
+
+
+@pytest.mark.usefixtures("no_leftover_containers")
+async def test_code_tasks_check_the_crews_last_code_block(
+    model_server: ScriptedModelServer, write_file: Any
+) -> None:
+    suite = load_suite(
+        write_file(
+            "code.yaml",
+            """
+            - id: add
+              kind: code
+              prompt: "def add(a, b):\\n"
+              entry_point: add
+              test: "def check(candidate):\\n    assert candidate(2, 3) == 5\\n"
+            - id: sub
+              kind: code
+              prompt: "def sub(a, b):\\n"
+              entry_point: sub
+              test: "def check(candidate):\\n    assert candidate(5, 3) == 2\\n"
+            """,
+        )
+    )
+    add_task, sub_task = suite.tasks
+    assert isinstance(add_task, CodeTask)
+    assert isinstance(sub_task, CodeTask)
+    model_server.add(
+        *crew_turns("`add`", "def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n"),
+        # A wrong solution that still runs: the crew finishes, the suite's check fails it.
+        *crew_turns("`sub`", "def sub(a, b):\n    return a + b\n\nprint(sub(5, 3))\n"),
+    )
+    solver = CrewSolver(CrewSettings(base_url=model_server.base_url, model="scripted"))
+
+    report = await run_suite(suite, solver, concurrency=2)
+
+    by_id = {result.task_id: result for result in report.results}
+    assert by_id["add"].status is TaskStatus.PASS
+    assert by_id["add"].container_runs == 2  # the crew's own run, then the suite's check
+    assert by_id["sub"].status is TaskStatus.FAIL
+
+
+def test_suite_cli_with_the_crew_solver_writes_a_report(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    suite = load_suite("basics")
+    chosen = [task for task in suite.tasks if task.id == "fibonacci-39"]
+    assert len(chosen) == 1
+    task = chosen[0]
+    assert isinstance(task, AnswerTask)
+    assert task.solution is not None
+    model_server.add(*crew_turns(task.prompt, task.solution))
+    report_path = tmp_path / "report.json"
+
+    completed = run_cli(
+        "suite", "run", "basics", "--solver", "crew", "--filter", "fibonacci-39",
+        "--base-url", model_server.base_url, "--report", str(report_path),
+    )  # fmt: skip
+
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    report = json.loads(report_path.read_text())
+    (result,) = report["results"]
+    assert result["task_id"] == "fibonacci-39"
+    assert result["status"] == "pass"
+    assert result["rounds"] == 4
