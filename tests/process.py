@@ -6,9 +6,7 @@ import os
 import subprocess
 import sys
 
-import docker
-
-from tests.sandbox.helpers import our_containers
+from tests.sandbox.helpers import our_containers, shared_client
 
 
 def run_cli(
@@ -26,6 +24,6 @@ def run_cli(
     ) as child:
         stdout, stderr = child.communicate(stdin, timeout=timeout)
     if not (env or {}).get("DOCKER_HOST"):
-        leftovers = our_containers(docker.from_env(), owner_pid=child.pid)
+        leftovers = our_containers(shared_client(), owner_pid=child.pid)
         assert not leftovers, f"the CLI left containers behind: {leftovers}"
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)

@@ -28,7 +28,7 @@ from sandcrew.crew._prompts import (
 )
 from sandcrew.crew._review import VerdictMiddleware, review_code_block
 from sandcrew.crew._runner import RunnerAgent
-from sandcrew.crew._settings import CrewMode, CrewSettings
+from sandcrew.crew._settings import CrewMode, CrewSettings, ModelRole
 from sandcrew.crew._workflow import crew_workflow
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
 
@@ -72,29 +72,23 @@ class Crew:
             max_retries=settings.model_retries,
             timeout=settings.request_timeout,
         )
-        self.admin = OpenAIChatAgent(
+        self.admin = self._model_agent(
             "admin",
-            model=settings.model_for("admin"),
-            system_message=ADMIN_PROMPT,
-            description="Gives the task and gives the final answer once a run answers it.",
+            ADMIN_PROMPT,
+            "Gives the task and gives the final answer once a run answers it.",
             temperature=0,
-            client=self.client,
         ).use(CompletionMiddleware())
-        self.coder = OpenAIChatAgent(
+        self.coder = self._model_agent(
             "coder",
-            model=settings.model_for("coder"),
-            system_message=CODER_PROMPT,
-            description="Writes one Python code block that prints the result.",
+            CODER_PROMPT,
+            "Writes one Python code block that prints the result.",
             temperature=0.4,
-            client=self.client,
         )
-        self.reviewer = OpenAIChatAgent(
+        self.reviewer = self._model_agent(
             "reviewer",
-            model=settings.model_for("reviewer"),
-            system_message=REVIEWER_PROMPT,
-            description="Reviews the coder's code block before it runs.",
+            REVIEWER_PROMPT,
+            "Reviews the coder's code block before it runs.",
             temperature=0,
-            client=self.client,
         ).use(
             FunctionCallMiddleware(
                 [review_code_block], required=True, max_attempts=settings.review_attempts
@@ -103,6 +97,18 @@ class Crew:
         )
         self.runner = RunnerAgent(sandbox, coder_name="coder")
         self.chat = self._group_chat()
+
+    def _model_agent(
+        self, role: ModelRole, prompt: str, description: str, *, temperature: float
+    ) -> OpenAIChatAgent:
+        return OpenAIChatAgent(
+            role,
+            model=self.settings.model_for(role),
+            system_message=prompt,
+            description=description,
+            temperature=temperature,
+            client=self.client,
+        )
 
     def _group_chat(self) -> GroupChat:
         members: list[Agent] = [self.admin, self.coder, self.reviewer, self.runner]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import docker
@@ -16,3 +17,9 @@ def our_containers(client: docker.DockerClient, *, owner_pid: int | None = None)
         all=True, filters={"label": [PRODUCT_FILTER, f"{OWNER_PID_LABEL}={pid}"]}
     )
     return [str(container["Id"]) for container in found]
+
+
+@functools.cache
+def shared_client() -> docker.DockerClient:
+    """One client for helpers that run outside fixtures (kept open for the session)."""
+    return docker.from_env()

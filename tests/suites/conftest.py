@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.sandbox.helpers import our_containers, shared_client
+
 
 def own_containers() -> list[str]:
     """Sandbox containers made by this test process (other processes may share the engine)."""
-    listed = subprocess.run(
-        [
-            "docker",
-            "ps",
-            "-a",
-            "-q",
-            "--filter",
-            "label=sandcrew.product=sandcrew",
-            "--filter",
-            f"label=sandcrew.owner-pid={os.getpid()}",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return listed.stdout.split()
+    return our_containers(shared_client())
 
 
 @pytest.fixture
