@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+import sandcrew
 from sandcrew.cli._docker import connect_docker
 from sandcrew.errors import SandcrewError
 from sandcrew.sandbox import DockerSandbox, SandboxConfig, list_images
@@ -84,10 +85,17 @@ def register(app: typer.Typer) -> None:
         self_test: Annotated[
             bool, typer.Option(help="Run the security self-test in a real container.")
         ] = True,
+        base_url: Annotated[
+            str | None, typer.Option(help="Model endpoint to check (default: from settings).")
+        ] = None,
     ) -> None:
-        """Check Docker, runtimes, images and the sandbox's security in a real container."""
+        """Check Python, the model endpoint, Docker, runtimes, images and the sandbox's
+        security in a real container."""
         console = Console()
-        checks = [Check("python", True, platform.python_version())]
+        checks = [
+            Check("python", True, f"{platform.python_version()}, sandcrew {sandcrew.__version__}"),
+            _model_endpoint(base_url),
+        ]
         try:
             client = connect_docker()
         except SandcrewError as error:
@@ -120,6 +128,29 @@ def register(app: typer.Typer) -> None:
         _show(console, checks)
         if not all(check.ok for check in checks):
             raise typer.Exit(1)
+
+
+def _model_endpoint(base_url: str | None) -> Check:
+    """Ask the configured endpoint for its models; no model configured is only reported."""
+    import openai
+
+    from sandcrew.settings import load_crew_settings
+
+    settings = load_crew_settings({"base_url": base_url})
+    if settings.api_key is None and not settings.base_url:
+        return Check("model endpoint", True, "not configured (set OPENAI_API_KEY or --base-url)")
+    client = openai.OpenAI(
+        base_url=settings.base_url, api_key=settings.api_key_value(), max_retries=0, timeout=10
+    )
+    where = str(client.base_url)
+    try:
+        models = [model.id for model in client.models.list()]
+    except openai.OpenAIError as error:
+        return Check("model endpoint", False, f"{where}: {type(error).__name__}: {error}")
+    finally:
+        client.close()
+    shown = ", ".join(models[:5]) + (" …" if len(models) > 5 else "")
+    return Check("model endpoint", True, f"{where} serves {len(models)} model(s): {shown}")
 
 
 def _self_test() -> list[Check]:

@@ -12,13 +12,15 @@ import pytest
 from sandcrew.cli.doctor import security_checks
 from sandcrew.sandbox import DEFAULT_IMAGES, BaseSource, build_images
 from sandcrew.sandbox._images import OFFLINE_BASE_IMAGE, configured_debian_mirror
+from sandcrew.testing import ScriptedModelServer
 from tests.process import run_cli
 
 IMAGE = DEFAULT_IMAGES["python"]
+NO_MODEL = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
 
 
 def test_doctor_passes_the_security_self_test() -> None:
-    completed = run_cli("doctor")
+    completed = run_cli("doctor", env=NO_MODEL)
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
     for check in (
@@ -49,7 +51,9 @@ def test_doctor_fails_loudly_when_a_protection_is_missing() -> None:
 
 
 def test_doctor_without_docker_exits_1_and_says_why() -> None:
-    completed = run_cli("doctor", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    completed = run_cli(
+        "doctor", env={**NO_MODEL, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    )
 
     assert completed.returncode == 1
     assert "DOCKER_HOST" in completed.stdout
@@ -126,3 +130,20 @@ def test_sandbox_gc_removes_orphans(docker_client: docker.DockerClient) -> None:
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             orphan.remove(force=True)
+
+
+def test_doctor_checks_the_model_endpoint() -> None:
+    with ScriptedModelServer() as server:
+        completed = run_cli("doctor", "--no-self-test", "--base-url", server.base_url)
+        assert [request.path for request in server.requests] == ["/v1/models"]
+
+    assert completed.returncode == 0, completed.stdout
+    assert "serves 1 model(s): scripted" in completed.stdout
+
+
+def test_doctor_reports_an_unreachable_model_endpoint() -> None:
+    completed = run_cli("doctor", "--no-self-test", "--base-url", "http://127.0.0.1:9/v1")
+
+    assert completed.returncode == 1
+    assert "APIConnectionError" in completed.stdout
+    assert "FAIL" in completed.stdout
