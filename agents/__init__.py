@@ -25,6 +25,7 @@ from sandcrew.agents._graph import Condition, Graph, Transition
 from sandcrew.agents._group_chat import ChatResult, ChatStream, GroupChat, StopReason
 from sandcrew.agents._human import (
     HUMAN_INPUT_PROMPT,
+    AssistantAgent,
     HumanInputMiddleware,
     HumanInputMode,
     UserProxyAgent,
@@ -44,7 +45,7 @@ from sandcrew.agents._messages import (
     is_terminate,
     terminate_message,
 )
-from sandcrew.agents._openai_agent import OpenAIChatAgent
+from sandcrew.agents._openai_agent import AGENT_HEADER, OpenAIChatAgent
 from sandcrew.agents._orchestrators import (
     AmbiguousWorkflowError,
     OrchestrationContext,
@@ -58,12 +59,14 @@ from sandcrew.agents._trim import TrimContextMiddleware, trim_text
 from sandcrew.agents._two_agent import GroupChatManager, initiate_chat, send
 
 __all__ = [
+    "AGENT_HEADER",
     "CLEAR_MESSAGES",
     "HUMAN_INPUT_PROMPT",
     "TERMINATE",
     "Agent",
     "AggregateMessage",
     "AmbiguousWorkflowError",
+    "AssistantAgent",
     "BaseAgent",
     "ChatResult",
     "ChatStream",

@@ -2,9 +2,10 @@
 
 Each round the orchestrator picks the next speaker (``None`` ends the chat), the speaker
 replies to the working history, and the reply is appended. The working history is the
-introductions plus the transcript from the last ``[GROUPCHAT_CLEAR_MESSAGES]`` message on
-(earlier messages are really dropped for the speakers; the full transcript is kept in the
-result).
+introductions plus the transcript **after** the last ``[GROUPCHAT_CLEAR_MESSAGES]`` message
+(as in AutoGen.NET, the clear message itself and everything before it are dropped for the
+speakers). Orchestrators see the transcript from the clear message on, so that they still know
+who spoke last. The full transcript is kept in the result.
 
 ``max_round`` counts **agent replies produced by this call** — not the history passed in,
 not introductions, not the admin's speaker-selection calls.
@@ -19,10 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from sandcrew.agents._agent import Agent
 from sandcrew.agents._graph import Graph
@@ -58,7 +62,7 @@ class StopReason(enum.Enum):
     TIME_BUDGET = "time_budget"
     """The wall-clock budget ran out (an unfinished reply is cancelled)."""
     NO_PROGRESS = "no_progress"
-    """A speaker sent the same reply several times in a row."""
+    """A speaker gave the same reply to the same message several times."""
     ERROR = "error"
     """A speaker or the orchestrator raised a sandcrew error (kept on the result)."""
     CALLER_STOPPED = "caller_stopped"
@@ -84,20 +88,54 @@ class ChatResult:
         return self.messages[-1] if self.messages else None
 
 
+def _last_clear_index(transcript: Sequence[Message]) -> int:
+    """Index of the last clear message in ``transcript`` (-1 when there is none)."""
+    last = -1
+    for index, message in enumerate(transcript):
+        if is_clear(message):
+            last = index
+    return last
+
+
 def working_history(
     introductions: Sequence[Message], transcript: Sequence[Message]
 ) -> list[Message]:
-    """Introductions plus the transcript from the last clear message (kept) onwards."""
-    start = 0
-    for index, message in enumerate(transcript):
-        if is_clear(message):
-            start = index
-    return [*introductions, *transcript[start:]]
+    """What speakers see: the introductions plus the transcript after the last clear message
+    (the clear message itself is dropped too)."""
+    return [*introductions, *transcript[_last_clear_index(transcript) + 1 :]]
 
 
-def _fingerprint(message: Message) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+def orchestration_history(
+    introductions: Sequence[Message], transcript: Sequence[Message]
+) -> list[Message]:
+    """What orchestrators see: like :func:`working_history` but keeping the last clear
+    message, whose sender is the last speaker (turn order and workflow transitions need it)."""
+    return [*introductions, *transcript[max(_last_clear_index(transcript), 0) :]]
+
+
+_Fingerprint = tuple[str, str, tuple[tuple[str, str], ...], str]
+
+
+def _data_fingerprint(data: dict[str, Any] | BaseModel | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, BaseModel):
+        return data.model_dump_json()
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def _fingerprint(message: Message) -> _Fingerprint:
+    """What makes two replies the same: kind, text, tool calls and structured data."""
     calls = tuple((c.name, c.arguments) for c in getattr(message, "tool_calls", []))
-    return (message.type, message.content.strip(), calls)
+    return (message.type, message.content.strip(), calls, _data_fingerprint(message.data))
+
+
+def _exchange(
+    transcript: Sequence[Message], index: int
+) -> tuple[_Fingerprint | None, _Fingerprint]:
+    """The reply at ``index`` together with the message it answered (the one before it)."""
+    context = _fingerprint(transcript[index - 1]) if index > 0 else None
+    return (context, _fingerprint(transcript[index]))
 
 
 class GroupChat:
@@ -106,8 +144,10 @@ class GroupChat:
     → round robin.
 
     Limits: ``token_budget`` (total tokens), ``time_budget`` (seconds of wall clock per
-    call), ``no_progress_repeats`` (stop when one speaker sends the same reply this many
-    times in a row; ``None`` disables). ``admin_attempts`` bounds the admin's role-play tries.
+    call), ``no_progress_repeats`` (stop when one speaker has given the same reply — text,
+    tool calls and structured data — to the same message this many times, in a row or not;
+    the same words answering a *different* message are progress; ``None`` disables).
+    ``admin_attempts`` bounds the admin's role-play tries.
     """
 
     def __init__(
@@ -304,16 +344,18 @@ class _ChatRun:
             self._finish(*limit)
             return None
         chat = self.chat
-        history = working_history(chat.introductions, self.transcript)
-        context = OrchestrationContext(candidates=chat.members, history=history)
+        seen_by_orchestrator = orchestration_history(chat.introductions, self.transcript)
+        context = OrchestrationContext(candidates=chat.members, history=seen_by_orchestrator)
         stage = "the orchestrator"
         try:
             speaker = await self._within_budget(chat.orchestrator.next_speaker(context))
             if speaker is None:
                 self._spend(context.usage)
-                self._finish(StopReason.NO_NEXT_SPEAKER, self._no_speaker_detail(history))
+                detail = self._no_speaker_detail(seen_by_orchestrator)
+                self._finish(StopReason.NO_NEXT_SPEAKER, detail)
                 return None
             stage = f"speaker {speaker.name!r}"
+            history = working_history(chat.introductions, self.transcript)
             reply = await self._within_budget(speaker.generate_reply(history))
         except _TimeBudgetExceeded:
             self._spend(context.usage)
@@ -338,8 +380,8 @@ class _ChatRun:
         elif self._repeats(reply):
             self._finish(
                 StopReason.NO_PROGRESS,
-                f"{reply.sender} sent the same reply {chat.no_progress_repeats} times in a row: "
-                f"{reply.content.strip()[:80]!r}",
+                f"{reply.sender} sent the same reply {chat.no_progress_repeats} times to the "
+                f"same message: {reply.content.strip()[:80]!r}",
             )
         elif chat.token_budget is not None and self.usage.total_tokens >= chat.token_budget:
             self._finish(StopReason.TOKEN_BUDGET, self._token_detail())
@@ -350,11 +392,19 @@ class _ChatRun:
             )
 
     def _repeats(self, reply: Message) -> bool:
+        """True when ``reply`` (the last message) completes ``no_progress_repeats`` identical
+        (message answered, reply) exchanges by its sender."""
         needed = self.chat.no_progress_repeats
         if needed is None:
             return False
-        own = [m for m in self.transcript if m.sender == reply.sender][-needed:]
-        return len(own) == needed and len({_fingerprint(m) for m in own}) == 1
+        last = len(self.transcript) - 1
+        wanted = _exchange(self.transcript, last)
+        same = sum(
+            1
+            for index, message in enumerate(self.transcript)
+            if message.sender == reply.sender and _exchange(self.transcript, index) == wanted
+        )
+        return same >= needed
 
     def _no_speaker_detail(self, history: Sequence[Message]) -> str:
         if not history:

@@ -8,6 +8,9 @@ connection errors and timeouts are done by the ``openai`` client itself (``max_r
 Message conversion: the agent's own messages become ``assistant`` messages (with
 ``tool_calls`` and ``tool`` results for its function calls); other agents' messages become
 ``user`` messages carrying the sender as ``name``; ``system`` text messages stay ``system``.
+The agent's own ``system_message`` goes first only when the messages bring no system message
+of their own (as AutoGen.NET does), so a caller such as role-play speaker selection can
+replace it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from sandcrew.agents._agent import BaseAgent, GenerateReplyOptions, ToolChoice
 from sandcrew.agents._messages import (
@@ -44,9 +48,13 @@ def _participant_name(sender: str) -> str:
 def to_chat_messages(
     messages: Sequence[Message], *, agent_name: str, system_message: str | None = None
 ) -> list[dict[str, Any]]:
-    """Our messages in the Chat Completions format, as seen by the agent ``agent_name``."""
+    """Our messages in the Chat Completions format, as seen by the agent ``agent_name``.
+
+    ``system_message`` is put first only when ``messages`` hold no system message.
+    """
     converted: list[dict[str, Any]] = []
-    if system_message:
+    has_system = any(isinstance(m, TextMessage) and m.role == "system" for m in messages)
+    if system_message and not has_system:
         converted.append({"role": "system", "content": system_message})
     for message in messages:
         own = message.sender == agent_name
@@ -201,9 +209,24 @@ class OpenAIChatAgent(BaseAgent):
             raise self._unreachable(error) from error
         except openai.APIStatusError as error:
             raise self._status_error(error) from error
+        except openai.APIResponseValidationError as error:
+            raise self._not_openai(
+                f"a response the openai client rejected: {error.message}"
+            ) from error
+        if not isinstance(completion, ChatCompletion):
+            # The client hands back the text of a 200 that is not JSON (an HTML proxy page).
+            raise self._not_openai(_describe_foreign(completion))
+        if not isinstance(getattr(completion, "choices", None), list):
+            raise self._not_openai("JSON without a 'choices' list")
         return self._to_message(completion)
 
-    def _to_message(self, completion: Any) -> Message:
+    def _not_openai(self, got: str) -> ConfigurationError:
+        return ConfigurationError(
+            f"{self.base_url} did not answer like an OpenAI-compatible endpoint (got {got}); "
+            f"check base_url (it usually ends in /v1); agent {self.name!r}, model {self.model!r}"
+        )
+
+    def _to_message(self, completion: ChatCompletion) -> Message:
         usage = None
         if completion.usage is not None:
             usage = Usage(
@@ -220,15 +243,18 @@ class OpenAIChatAgent(BaseAgent):
             raise ModelBehaviorError(f"{where} refused to answer: {reply.refusal!r}")
         if choice.finish_reason == "content_filter":
             raise ModelBehaviorError(f"{where} stopped: its content filter blocked the reply")
-        tool_calls = [
-            ToolCall(
-                id=call.id or f"call_{index}",
-                name=call.function.name,
-                arguments=call.function.arguments or "{}",
-            )
-            for index, call in enumerate(reply.tool_calls or [])
-            if getattr(call, "function", None) is not None
-        ]
+        tool_calls: list[ToolCall] = []
+        for index, call in enumerate(reply.tool_calls or []):
+            # Lenient: servers that omit the call "type" still carry a function.
+            function: Any = getattr(call, "function", None)
+            if function is not None:
+                tool_calls.append(
+                    ToolCall(
+                        id=call.id or f"call_{index}",
+                        name=function.name,
+                        arguments=function.arguments or "{}",
+                    )
+                )
         if tool_calls:
             return ToolCallMessage(
                 tool_calls=tool_calls, text=reply.content or None, sender=self.name, usage=usage
@@ -274,6 +300,13 @@ class OpenAIChatAgent(BaseAgent):
         return InfrastructureError(
             f"{where} rejected the request: {detail}", code="model_rejected", retryable=False
         )
+
+
+def _describe_foreign(answer: object) -> str:
+    if isinstance(answer, str):
+        start = " ".join(answer.split())[:80]
+        return f"a non-JSON body starting {start!r}" if start else "an empty body"
+    return f"a {type(answer).__name__} instead of a chat completion"
 
 
 def _first(override: Any, default: Any) -> Any:

@@ -145,7 +145,8 @@ class RolePlayOrchestrator:
 
     With a workflow, candidates are first narrowed to what the workflow allows after the last
     sender (when that sender is a member); no candidate → ``None``; exactly one → it, without
-    asking the admin. Otherwise the admin gets the role-play prompt and the rewritten history
+    asking the admin. Otherwise the admin gets the role-play prompt as the system message
+    (which takes the place of the admin's own system message), then the rewritten history,
     with temperature 0, max tokens 128 and stop ``":"``. A reply naming no candidate is asked
     again with feedback, up to ``max_attempts`` attempts in all, then a
     :class:`ModelBehaviorError` names the replies and the candidates.
@@ -172,7 +173,7 @@ class RolePlayOrchestrator:
 
     async def _ask_admin(self, candidates: Sequence[Agent], context: OrchestrationContext) -> Agent:
         messages: list[Message] = [
-            TextMessage(role="user", content=role_play_prompt(candidates)),
+            TextMessage(role="system", content=role_play_prompt(candidates)),
             *role_play_history(context.history),
         ]
         replies: list[str] = []

@@ -100,9 +100,14 @@ class FunctionTool(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<FunctionTool {self.name} strict={self._strict}>"
 
-    def to_openai_tool(self, strict: bool | None = None) -> dict[str, Any]:
-        """The Chat Completions ``tools`` entry; ``strict=None`` uses the tool's own setting."""
-        return self._spec.contract.to_openai_tool(strict=self._strict if strict is None else strict)
+    def to_openai_tool(self) -> dict[str, Any]:
+        """The Chat Completions ``tools`` entry, rendered under the tool's own ``strict``
+        setting: exactly the schema :meth:`call_json` validates the model's arguments against.
+
+        Another rendering (``tool.contract.to_openai_tool(strict=...)``) describes arguments
+        this tool would check against a different schema, so it is not offered here.
+        """
+        return self._spec.contract.to_openai_tool(strict=self._strict)
 
     def call_json(self, arguments: str) -> ToolResult:
         """Validate the model's JSON arguments, call the function and serialize its result.

@@ -4,9 +4,10 @@ Tests drive the real ``openai`` client over HTTP against :class:`ScriptedModelSe
 nothing is patched. :func:`block_real_model_requests` makes accidental real requests fail.
 """
 
+from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._agents import ScriptedAgent
 from sandcrew.testing._guard import block_real_model_requests, closed_loopback_url
-from sandcrew.testing._script import AGENT_HEADER, ScriptedToolCall, Turn, load_script
+from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
 
 __all__ = [

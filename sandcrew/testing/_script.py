@@ -1,7 +1,8 @@
 """The script a :class:`ScriptedModelServer` answers from: a list of turns.
 
 A turn says which requests it answers (``agent``, ``system``, ``contains``, ``when``) and what
-to answer (text, tool calls, a refusal, or an HTTP error), optionally after a delay. Scripts
+to answer (text, tool calls, a refusal, an HTTP error, or a raw body such as the HTML page of
+a misconfigured proxy), optionally after a delay. Scripts
 load from YAML or JSON so users can replay scripted conversations against their own setup::
 
     turns:
@@ -15,6 +16,8 @@ load from YAML or JSON so users can replay scripted conversations against their 
             arguments: {has_multiple_code_blocks: false}
       - status: 500          # an error the client should retry
         retry_after: 0.01
+      - raw_body: "<html><body>Welcome to nginx!</body></html>"
+        content_type: text/html
 """
 
 from __future__ import annotations
@@ -25,10 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-AGENT_HEADER = "X-Sandcrew-Agent"
-"""Request header carrying the calling agent's name (sent by ``OpenAIChatAgent``)."""
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class ScriptedToolCall(BaseModel):
@@ -55,7 +62,9 @@ class Turn(BaseModel):
       * ``contains`` — the last message's text contains this text;
       * ``when`` — a predicate over the parsed request body (Python only, not from files).
 
-    Answer: ``status`` (an HTTP error such as 500 or 429, with ``error_message`` and an optional
+    Answer: ``raw_body`` (sent as is with ``content_type``, default ``text/plain``, and
+    ``status``, default 200 — e.g. the HTML page a proxy returns at a wrong base URL), else
+    ``status`` (an HTTP error such as 500 or 429, with ``error_message`` and an optional
     ``retry_after`` in seconds), else ``refusal``, else ``tool_calls`` and/or ``content``.
     ``usage`` overrides the computed token counts; ``delay`` waits before answering; ``times``
     lets one turn answer several requests.
@@ -69,6 +78,8 @@ class Turn(BaseModel):
     when: Callable[[dict[str, Any]], bool] | None = Field(default=None, exclude=True)
 
     content: str | None = None
+    raw_body: str | None = None
+    content_type: str | None = None
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     refusal: str | None = None
     status: int | None = None
@@ -93,6 +104,12 @@ class Turn(BaseModel):
             raise ValueError(f"times must be >= 1 (got {value})")
         return value
 
+    @model_validator(mode="after")
+    def _content_type_needs_raw_body(self) -> Turn:
+        if self.content_type is not None and self.raw_body is None:
+            raise ValueError("content_type only applies to raw_body; set raw_body too")
+        return self
+
     def matches(self, body: Mapping[str, Any], agent: str | None) -> bool:
         if self.agent is not None and self.agent != agent:
             return False
@@ -114,7 +131,9 @@ class Turn(BaseModel):
         ]
         if self.when is not None:
             conditions.append("when=<predicate>")
-        if self.status is not None:
+        if self.raw_body is not None:
+            answer = f"raw {self.content_type or 'text/plain'} body, HTTP {self.status or 200}"
+        elif self.status is not None:
             answer = f"HTTP {self.status}"
         elif self.tool_calls:
             answer = "tool calls " + ", ".join(call.name for call in self.tool_calls)

@@ -18,13 +18,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._responses import completion_body, error_body, sse, stream_chunks
-from sandcrew.testing._script import (
-    AGENT_HEADER,
-    Turn,
-    last_message_text,
-    load_script,
-)
+from sandcrew.testing._script import Turn, last_message_text, load_script
 
 
 @dataclass(frozen=True)
@@ -237,6 +233,14 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _send_raw(self, status: int, text: str, content_type: str) -> None:
+            data = text.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def _headers(self) -> dict[str, str]:
             return {key.lower(): value for key, value in self.headers.items()}
 
@@ -299,6 +303,9 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             server._record(RecordedRequest("POST", self.path, headers, body, agent, turn, status))
             request_number = len(server.requests)
             server._wait(turn.delay)
+            if turn.raw_body is not None:
+                self._send_raw(status, turn.raw_body, turn.content_type or "text/plain")
+                return
             if turn.status is not None:
                 extra = {}
                 if turn.retry_after is not None:

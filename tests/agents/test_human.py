@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 
 from sandcrew.agents import (
     HUMAN_INPUT_PROMPT,
     TERMINATE,
+    AssistantAgent,
     HumanInputMode,
     Message,
     StopReason,
@@ -17,6 +22,8 @@ from sandcrew.agents import (
     terminate_message,
 )
 from sandcrew.testing import ScriptedAgent
+
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 class Person:
@@ -154,3 +161,113 @@ async def test_user_typing_exit_ends_a_two_agent_chat() -> None:
         TERMINATE,
     ]
     assert result.stop_reason is StopReason.TERMINATED
+
+
+async def test_default_reply_is_autogens_text() -> None:
+    user = UserProxyAgent("user", human_input_mode=HumanInputMode.NEVER)
+    reply = await user.generate_reply(HELLO)
+    assert reply.content == (
+        "Default reply is not set. Please pass a default reply to assistant agent"
+    )
+
+
+async def test_assistant_agent_is_the_same_agent_that_never_asks_by_default() -> None:
+    person = Person("typed")
+    assistant = AssistantAgent(
+        "assistant", default_reply="fixed", input_fn=person.answer, output_fn=person.show
+    )
+    assert isinstance(assistant, UserProxyAgent)
+    assert assistant.human_input_mode is HumanInputMode.NEVER
+    assert (await assistant.generate_reply(HELLO)).content == "fixed"
+    assert person.prompts == []
+
+    asking = AssistantAgent(
+        "assistant",
+        human_input_mode=HumanInputMode.ALWAYS,
+        input_fn=person.answer,
+        output_fn=person.show,
+    )
+    assert (await asking.generate_reply(HELLO)).content == "typed"
+    assert person.prompts == [HUMAN_INPUT_PROMPT]
+
+
+def run_chat_reading_the_console(code: str, stdin_text: str | None, timeout: float) -> str:
+    """Run ``code`` in a fresh interpreter whose stdin is a pipe; return its output.
+
+    ``stdin_text=None`` keeps the pipe open without ever writing to it.
+    """
+    with subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=REPOSITORY,
+        text=True,
+    ) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        if stdin_text is not None:
+            process.stdin.write(stdin_text)
+            process.stdin.flush()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            output = process.stdout.read()
+            raise AssertionError(f"the chat did not exit within {timeout} s:\n{output}") from None
+        output = process.stdout.read()
+    assert process.returncode == 0, output
+    return output
+
+
+def test_time_budget_ends_a_chat_waiting_for_console_input_and_the_process_exits() -> None:
+    output = run_chat_reading_the_console(
+        """
+        import asyncio
+        from sandcrew.agents import GroupChat, TextMessage, UserProxyAgent
+        from sandcrew.testing import ScriptedAgent
+
+        async def main() -> None:
+            chat = GroupChat(
+                [ScriptedAgent("assistant", ["How can I help?"]), UserProxyAgent("user")],
+                time_budget=1,
+            )
+            result = await chat.call([TextMessage(content="hi", sender="user")])
+            print("stopped:", result.stop_reason.value, result.detail)
+
+        asyncio.run(main())
+        print("exited")
+        """,
+        stdin_text=None,
+        timeout=15,
+    )
+    assert "stopped: time_budget" in output
+    assert "(while speaker 'user' worked)" in output
+    assert output.rstrip().endswith("exited")
+    assert "Fatal Python error" not in output
+
+
+def test_console_input_from_a_pipe_answers_line_by_line() -> None:
+    output = run_chat_reading_the_console(
+        """
+        import asyncio
+        from sandcrew.agents import TextMessage, UserProxyAgent
+
+        async def main() -> None:
+            user = UserProxyAgent("user", output_fn=lambda text: None)
+            hello = [TextMessage(content="hi", sender="assistant")]
+            for _ in range(3):
+                reply = await user.generate_reply(hello)
+                print("reply:", repr(reply.content), reply.terminate)
+
+        asyncio.run(main())
+        """,
+        stdin_text="first answer\r\nsecond answer\nexit\n",
+        timeout=15,
+    )
+    assert output.splitlines() == [
+        "reply: 'first answer' False",
+        "reply: 'second answer' False",
+        "reply: '[GROUPCHAT_TERMINATE]' True",
+    ]

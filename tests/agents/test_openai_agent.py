@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import openai
 import pytest
 
 from sandcrew.agents import (
@@ -71,8 +72,8 @@ async def test_messages_are_converted_from_the_agents_point_of_view(
 
     await reviewer.generate_reply(history)
 
+    # the history brings its own system message, so the agent's is not added
     assert scripted_model_server.requests[0].messages == [
-        {"role": "system", "content": "You review code."},
         {"role": "system", "content": "House rules."},
         {"role": "user", "content": "What's 1+1?", "name": "admin_user"},
         {"role": "user", "content": "```python\nprint(1+1)\n```", "name": "coder"},
@@ -95,6 +96,27 @@ async def test_messages_are_converted_from_the_agents_point_of_view(
             "name": "coder",
         },
         {"role": "user", "content": "2", "name": "runner"},
+    ]
+
+
+async def test_system_message_goes_first_only_when_the_history_has_none(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(Turn(content="a"), Turn(content="b"))
+    agent = model_agent("coder", system_message="You write code.")
+    task = TextMessage(role="user", content="task", sender="user")
+
+    await agent.generate_reply([task])
+    await agent.generate_reply([task, TextMessage(role="system", content="Late rules.")])
+
+    first, second = (request.messages for request in scripted_model_server.requests)
+    assert first == [
+        {"role": "system", "content": "You write code."},
+        {"role": "user", "content": "task", "name": "user"},
+    ]
+    assert second == [
+        {"role": "user", "content": "task", "name": "user"},
+        {"role": "system", "content": "Late rules."},
     ]
 
 
@@ -197,6 +219,52 @@ async def test_bad_request_is_not_retryable(
     with pytest.raises(InfrastructureError, match="rejected the request: HTTP 400") as raised:
         await model_agent("coder").generate_reply([])
     assert (raised.value.code, raised.value.retryable) == ("model_rejected", False)
+
+
+PROXY_PAGE = "<html><head><title>Welcome</title></head><body>It works!</body></html>"
+
+
+async def test_html_page_at_a_wrong_base_url_is_a_configuration_error(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(Turn(raw_body=PROXY_PAGE, content_type="text/html"))
+    with pytest.raises(ConfigurationError) as raised:
+        await model_agent("coder").generate_reply([])
+    assert str(raised.value).startswith(
+        f"{scripted_model_server.base_url}/ did not answer like an OpenAI-compatible endpoint "
+        "(got a non-JSON body starting '<html><head><title>Welcome</title>"
+    )
+    assert "check base_url (it usually ends in /v1); agent 'coder'" in str(raised.value)
+
+
+async def test_json_that_is_not_a_completion_is_a_configuration_error(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(Turn(raw_body='{"status": "ok"}', content_type="application/json"))
+    with pytest.raises(ConfigurationError, match=r"\(got JSON without a 'choices' list\)"):
+        await model_agent("coder").generate_reply([])
+
+
+async def test_response_validation_error_is_a_configuration_error(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
+    scripted_model_server.add(Turn(raw_body=PROXY_PAGE, content_type="text/html"))
+    client = openai.AsyncOpenAI(
+        base_url=scripted_model_server.base_url,
+        api_key="k",
+        max_retries=0,
+        _strict_response_validation=True,
+    )
+    agent = OpenAIChatAgent("coder", model="m", client=client)
+    with pytest.raises(ConfigurationError) as raised:
+        await agent.generate_reply([])
+    await agent.aclose()
+    message = str(raised.value)
+    assert "did not answer like an OpenAI-compatible endpoint (got a response the openai " in (
+        message
+    )
+    assert "Expected Content-Type response header to be `application/json`" in message
+    assert isinstance(raised.value.__cause__, openai.APIResponseValidationError)
 
 
 async def test_endpoint_down_is_a_readable_infrastructure_error() -> None:

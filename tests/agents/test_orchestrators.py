@@ -170,9 +170,12 @@ async def test_role_play_prompt_and_history_rewrite_match_the_seed(
 
     assert [m.sender for m in result.new_messages] == ["reviewer"]
     (request,) = scripted_model_server.requests
+    # the role-play prompt is the system message; the admin's own one is left out
+    assert [m for m in request.messages if m["role"] == "system"] == [
+        {"role": "system", "content": EXPECTED_PROMPT}
+    ]
     assert request.messages == [
-        {"role": "system", "content": "You are the admin."},
-        {"role": "user", "content": EXPECTED_PROMPT},
+        {"role": "system", "content": EXPECTED_PROMPT},
         {"role": "user", "content": "From coder:\nI will write code\n<eof_msg>\nround # 0"},
         {
             "role": "user",

@@ -22,7 +22,9 @@ def render_golden() -> dict[str, str]:
     files = {}
     for tool, modes in GOLDEN_TOOLS:
         for strict in modes:
-            text = json.dumps(tool.to_openai_tool(strict=strict), indent=2, ensure_ascii=False)
+            text = json.dumps(
+                tool.contract.to_openai_tool(strict=strict), indent=2, ensure_ascii=False
+            )
             files[golden_file_name(tool, strict)] = text + "\n"
     return files
 

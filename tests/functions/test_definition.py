@@ -121,9 +121,20 @@ def test_strict_defaults_to_true_and_to_openai_tool_follows_it() -> None:
     assert resize_image.to_openai_tool()["function"]["strict"] is True
     assert count_words.strict is False
     assert "strict" not in count_words.to_openai_tool()["function"]
-    assert resize_image.to_openai_tool(strict=False) == resize_image.contract.to_openai_tool(
-        strict=False
-    )
+    assert resize_image.to_openai_tool() == resize_image.contract.to_openai_tool(strict=True)
+    assert count_words.to_openai_tool() == count_words.contract.to_openai_tool(strict=False)
+
+
+def test_to_openai_tool_offers_only_the_schema_call_json_checks() -> None:
+    with pytest.raises(TypeError):
+        resize_image.to_openai_tool(strict=False)  # type: ignore[call-arg]
+    # what the model is sent is what the arguments are checked against: strict mode makes
+    # optional parameters nullable, so null is accepted and means "use the default"
+    parameters = resize_image.to_openai_tool()["function"]["parameters"]
+    assert {"type": "null"} in parameters["properties"]["keep_aspect"]["anyOf"]
+    arguments = json.dumps({"width": 3, "height": 4, "keep_aspect": None})
+    result = resize_image.call_json(arguments)
+    assert result.ok, result.content
 
 
 def test_method_binds_self_and_hides_it_from_the_schema() -> None:
@@ -208,7 +219,7 @@ def test_contract_models_check_their_invariants() -> None:
 
 def test_contract_with_an_open_map_refuses_strict_rendering() -> None:
     with pytest.raises(UserError, match=r"count_words\(\) cannot be rendered in strict mode"):
-        count_words.to_openai_tool(strict=True)
+        count_words.contract.to_openai_tool(strict=True)
     assert count_words.contract.strict_problems == [
         "parameter 'counts': counts is an open map (dict[str, ...]): strict mode needs every key "
         "declared in advance; use a pydantic model, dataclass or TypedDict with fixed fields (or "

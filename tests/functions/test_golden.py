@@ -25,7 +25,7 @@ def test_rendering_matches_golden_file(tool, strict) -> None:
     path = GOLDEN_DIR / golden_file_name(tool, strict)
     assert path.exists(), f"missing {path.name}; run python -m tests.functions.regenerate_golden"
     expected = json.loads(path.read_text(encoding="utf-8"))
-    assert tool.to_openai_tool(strict=strict) == expected
+    assert tool.contract.to_openai_tool(strict=strict) == expected
 
 
 def test_golden_directory_holds_exactly_the_expected_files() -> None:
@@ -39,20 +39,20 @@ def test_regeneration_is_byte_identical_to_checked_in_files() -> None:
 
 @pytest.mark.parametrize(("tool", "strict"), RENDERINGS)
 def test_rendered_parameters_are_valid_draft_2020_12(tool, strict) -> None:
-    parameters = tool.to_openai_tool(strict=strict)["function"]["parameters"]
+    parameters = tool.contract.to_openai_tool(strict=strict)["function"]["parameters"]
     Draft202012Validator.check_schema(parameters)
     assert parameters["type"] == "object"
     assert parameters["additionalProperties"] is False
     if strict:
         assert strict_rule_violations(parameters) == []
-        assert tool.to_openai_tool(strict=True)["function"]["strict"] is True
+        assert tool.contract.to_openai_tool(strict=True)["function"]["strict"] is True
     else:
-        assert "strict" not in tool.to_openai_tool(strict=False)["function"]
+        assert "strict" not in tool.contract.to_openai_tool(strict=False)["function"]
 
 
 @pytest.mark.parametrize(("tool", "strict"), RENDERINGS)
 def test_generated_arguments_fit_the_rendered_schema(tool, strict) -> None:
-    parameters = tool.to_openai_tool(strict=strict)["function"]["parameters"]
+    parameters = tool.contract.to_openai_tool(strict=strict)["function"]["parameters"]
     assert is_valid(parameters, minimal_instance(parameters))
 
 

@@ -24,7 +24,7 @@ TOOL_PARAM_TYPES = [ChatCompletionFunctionToolParam, ChatCompletionToolParam]
 @pytest.mark.parametrize("param_type", TOOL_PARAM_TYPES, ids=lambda t: t.__name__)
 @pytest.mark.parametrize(("tool", "strict"), RENDERINGS)
 def test_rendering_is_accepted_by_the_openai_typed_params(tool, strict, param_type) -> None:
-    rendered = tool.to_openai_tool(strict=strict)
+    rendered = tool.contract.to_openai_tool(strict=strict)
     validated = TypeAdapter(param_type).validate_python(rendered, strict=True)
     # TypedDicts drop unknown keys silently: equality shows nothing was dropped.
     assert validated == rendered

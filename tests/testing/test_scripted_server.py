@@ -180,6 +180,32 @@ def test_error_status_body_reaches_the_client() -> None:
         ask(client_for(server))
 
 
+def test_raw_body_is_sent_as_is_with_its_content_type_and_status() -> None:
+    page = "<html><body>Welcome to nginx!</body></html>"
+    turns = [
+        Turn(raw_body=page, content_type="text/html"),
+        Turn(raw_body="Bad Gateway", status=502),
+    ]
+    with ScriptedModelServer(turns) as server:
+        client = client_for(server)
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert (raw.http_response.status_code, raw.headers["content-type"]) == (200, "text/html")
+        assert raw.http_response.text == page
+        with pytest.raises(openai.InternalServerError) as raised:
+            ask(client)
+    assert raised.value.status_code == 502
+    assert raised.value.response.headers["content-type"] == "text/plain"
+    assert raised.value.response.text == "Bad Gateway"
+    assert [r.status for r in server.requests] == [200, 502]
+
+
+def test_content_type_without_raw_body_is_refused() -> None:
+    with pytest.raises(ValueError, match="content_type only applies to raw_body"):
+        Turn(content="hi", content_type="text/html")
+
+
 def test_refusal_and_finish_reason() -> None:
     with ScriptedModelServer([Turn(refusal="I can't", finish_reason="stop")]) as server:
         completion = ask(client_for(server))
