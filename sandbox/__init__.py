@@ -2,6 +2,7 @@
 
 from ._config import SandboxConfig
 from ._docker_client import connect as connect_docker
+from ._docker_client import resolve_endpoint as docker_endpoint
 from ._errors import (
     CodeTooLargeError,
     DockerUnavailableError,
@@ -34,6 +35,7 @@ __all__ = [
     "UnsupportedLanguageError",
     "build_images",
     "connect_docker",
+    "docker_endpoint",
     "extract_code_blocks",
     "list_images",
     "normalize_language",

@@ -24,6 +24,24 @@ MIB = 1024 * 1024
 
 _USER_PATTERN = re.compile(r"^(\d+)(?::(\d+))?$")
 
+_SYSTEM_FOLDERS = frozenset(
+    {
+        "bin",
+        "boot",
+        "dev",
+        "etc",
+        "lib",
+        "lib64",
+        "proc",
+        "root",
+        "run",
+        "sbin",
+        "sys",
+        "usr",
+        "var",
+    }
+)
+
 # Lower bounds below which the interpreter itself cannot start; they make
 # mistakes such as a memory limit in MiB instead of bytes fail loudly.
 _MINIMUMS: dict[str, int] = {
@@ -98,6 +116,15 @@ class SandboxConfig(BaseModel):
     """Docker's own log storage. ``"none"`` stores nothing (output is streamed to us)."""
     log_max_bytes: int = 1 * MIB
     """Cap of Docker's log file when ``log_driver`` is ``"json-file"`` (one file)."""
+    pool_size: int = 0
+    """Pre-started, never-used containers kept ready per image; 0 starts each run's own.
+
+    A pool hides most of the start-up latency; each pooled container still
+    serves exactly one run and is removed afterwards. :meth:`DockerSandbox.close`
+    removes the waiting ones.
+    """
+    pool_idle_seconds: float = 300.0
+    """Seconds a pooled container may wait for a run before a fresh one replaces it."""
     reap_grace_seconds: float = 60.0
     """Seconds after a run's deadline after which its container is surely orphaned."""
     docker_timeout: float = 60.0
@@ -112,7 +139,7 @@ class SandboxConfig(BaseModel):
             problems = "; ".join(_describe(error) for error in exc.errors())
             raise ConfigurationError(f"Invalid sandbox settings: {problems}") from None
 
-    @field_validator("timeout", "cpus", "reap_grace_seconds", "docker_timeout")
+    @field_validator("timeout", "cpus", "reap_grace_seconds", "docker_timeout", "pool_idle_seconds")
     @classmethod
     def _positive_number(cls, value: float, info: Any) -> float:
         if not value > 0:
@@ -142,11 +169,11 @@ class SandboxConfig(BaseModel):
             raise ValueError(f"{name} must be at least {shown} (got {value})")
         return value
 
-    @field_validator("core_dump_limit_bytes")
+    @field_validator("core_dump_limit_bytes", "pool_size")
     @classmethod
-    def _not_negative(cls, value: int) -> int:
+    def _not_negative(cls, value: int, info: Any) -> int:
         if value < 0:
-            raise ValueError(f"core_dump_limit_bytes must be >= 0 (got {value})")
+            raise ValueError(f"{info.field_name} must be >= 0 (got {value})")
         return value
 
     @field_validator("user")
@@ -159,16 +186,28 @@ class SandboxConfig(BaseModel):
             )
         if int(match.group(1)) == 0:
             raise ValueError(f"user must not be root (uid 0) (got {value!r})")
+        if match.group(2) is not None and int(match.group(2)) == 0:
+            raise ValueError(f"user must not be in the root group (gid 0) (got {value!r})")
         return value if match.group(2) is not None else f"{value}:{value}"
 
     @field_validator("workdir")
     @classmethod
     def _absolute_workdir(cls, value: str) -> str:
-        if not value.startswith("/") or value.rstrip("/") in ("", "/tmp"):
+        cleaned = value.rstrip("/")
+        parts = cleaned.split("/")
+        # A tmpfs mounted over a system folder would hide or replace what the image needs.
+        system = parts[1] if len(parts) > 1 else ""
+        if (
+            not value.startswith("/")
+            or cleaned in ("", "/tmp")
+            or ".." in parts
+            or system in _SYSTEM_FOLDERS
+        ):
             raise ValueError(
-                f"workdir must be an absolute path other than / and /tmp (got {value!r})"
+                "workdir must be an absolute path outside the system folders "
+                f"(/, /tmp, /{', /'.join(sorted(_SYSTEM_FOLDERS))}) without '..' (got {value!r})"
             )
-        return value.rstrip("/")
+        return cleaned
 
     @field_validator("images")
     @classmethod

@@ -1,47 +1,35 @@
-"""One program in one new container: create, attach, start, deliver, collect, remove.
+"""A hardened sandbox container: its settings, its launch, its removal.
 
-The container's command is a tiny shell bootstrap: it reads a size line and then
-exactly that many bytes of program from stdin into the work dir (a tmpfs), and
-execs the interpreter on the file with stdin on /dev/null, so ``input()`` sees
-EOF at once. Nothing is bind-mounted from the host and no archive is copied:
-the program travels on the attach connection that also brings the output back.
-
-A host-side timer kills the container at the deadline whatever it prints, and
-the container is force-removed afterwards whatever happens — success, error,
-timeout, cancellation or Ctrl-C.
+A container is created with every hardening setting, attached (before it
+starts, so no output can be missed) and started; its command is the bootstrap
+of :mod:`._bootstrap`, which waits on stdin for a program. Nothing is
+bind-mounted from the host and no archive is copied: the program travels on the
+attach connection that also brings the output back. A launched container is
+either run at once or kept by a pool until a run takes it; either way it serves
+exactly one program and is force-removed afterwards.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import docker
 import docker.errors
 from docker.types import LogConfig, Ulimit
 
+from ._bootstrap import bootstrap_command
 from ._config import SandboxConfig
 from ._errors import ImageNotFoundError, SandboxError
-from ._labels import container_labels
-from ._languages import RUNNERS
-from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
-from ._streams import CappedBuffer, close_connection, deliver_and_collect
+from ._labels import DEADLINE_LABEL, RUN_ID_LABEL, container_labels
+from ._streams import close_connection
 
 _T = TypeVar("_T")
 
-# Reads the program's size, then the program, then replaces itself with the
-# interpreter. `read` consumes the size line byte by byte, so `head` gets
-# exactly the program; `exec` keeps the interpreter the init's only child.
-BOOTSTRAP = 'IFS= read -r size && head -c "$size" > "$1" && shift && exec "$@" < /dev/null'
-
 _ATTACH_PARAMS = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-# Variables the program sees besides those the image sets. Nothing of the
-# host's environment is ever passed on.
-_PYTHON_ENVIRONMENT = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def host_config(api: docker.APIClient, config: SandboxConfig) -> dict[str, Any]:
@@ -93,41 +81,32 @@ def create_options(
     api: docker.APIClient,
     config: SandboxConfig,
     *,
-    language: str,
     image: str,
     run_id: str,
-    timeout: float,
+    deadline: float,
+    pooled: bool = False,
 ) -> dict[str, Any]:
-    """Arguments of ``APIClient.create_container`` for one run."""
-    runner = RUNNERS[language]
-    program_path = f"{config.workdir}/{runner.filename}"
-    created_at = time.time()
-    environment = {"HOME": config.workdir}
-    if language == "python":
-        environment.update(_PYTHON_ENVIRONMENT)
+    """Arguments of ``APIClient.create_container`` for one container.
+
+    ``deadline`` (unix seconds) goes into the label the reaper reads: past it,
+    the container is surely orphaned, whoever owns it.
+    """
     return {
         "image": image,
-        "command": [
-            "/bin/sh",
-            "-c",
-            BOOTSTRAP,
-            "sandcrew",
-            program_path,
-            *runner.interpreter,
-            program_path,
-        ],
+        "command": bootstrap_command(config.workdir),
         "name": f"sandcrew-{run_id}",
         "hostname": "sandbox",
         "user": config.user,
         "working_dir": config.workdir,
-        "environment": environment,
+        # Nothing of the host's environment is ever passed on; language-specific
+        # variables are set by the bootstrap.
+        "environment": {"HOME": config.workdir},
         "labels": container_labels(
-            run_id=run_id,
-            created_at=created_at,
-            deadline=created_at + timeout + config.reap_grace_seconds,
+            run_id=run_id, created_at=time.time(), deadline=deadline, pooled=pooled
         ),
         # With detach=False (the default) the SDK also sets StdinOnce: the
-        # container's stdin closes when our attach connection does.
+        # container's stdin closes when our attach connection does, so a
+        # waiting container ends with the process that holds it.
         "stdin_open": True,
         # Never copy proxy settings from the docker CLI config into the container.
         "use_config_proxy": False,
@@ -138,166 +117,91 @@ def create_options(
     }
 
 
-async def run_in_new_container(
-    client: docker.DockerClient,
-    config: SandboxConfig,
-    *,
-    code: str,
-    language: str,
-    image: str,
-    run_id: str,
-    time_limit: float,
-) -> ExecutionResult:
-    """Run ``code`` in a new container and remove the container whatever happens."""
-    api = client.api
-    options = create_options(
-        api, config, language=language, image=image, run_id=run_id, timeout=time_limit
-    )
-    created = threading.Event()
+@dataclass(frozen=True)
+class LaunchedContainer:
+    """A started container waiting for its program on the attach connection."""
 
-    def create() -> str:
+    name: str
+    container_id: str
+    run_id: str
+    image: str
+    connection: Any
+    """What ``APIClient.attach_socket`` returned; whoever runs the program closes it."""
+    deadline: float
+    """Unix seconds after which the reaper may remove the container."""
+    pooled: bool
+    launched_at: float
+    """``time.monotonic()`` when the container had started."""
+
+
+class Launch:
+    """Create, attach and start one container; then or after a failure, remove what was made.
+
+    :meth:`run` blocks (meant for a thread). :meth:`discard` may be called from
+    another thread at any time, even while :meth:`run` is still going: it waits
+    for the launch to settle, so a container created just after a cancellation
+    is removed as well.
+    """
+
+    def __init__(self, api: docker.APIClient, options: dict[str, Any], *, pooled: bool) -> None:
+        self._api = api
+        self._options = options
+        self._pooled = pooled
+        self._settled = threading.Event()
+        self._container: LaunchedContainer | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self._options["name"])
+
+    def run(self) -> LaunchedContainer:
         try:
-            return str(api.create_container(**options)["Id"])
+            self._container = self._launch()
+            return self._container
         finally:
-            created.set()
+            self._settled.set()
 
-    try:
-        # Shielded: if this task is cancelled while the engine is creating the
-        # container, the creation still completes and the cleanup below sees it.
-        container_id = await asyncio.shield(_in_thread(_translated(create, image=image)))
-        return await _attach_and_run(
-            api, config, container_id, code, language, image, run_id, time_limit
+    def _launch(self) -> LaunchedContainer:
+        api, image = self._api, str(self._options["image"])
+        container_id = translated(
+            lambda: str(api.create_container(**self._options)["Id"]), image=image
+        )()
+        attached = translated(
+            lambda: api.attach_socket(container_id, params=_ATTACH_PARAMS), image=image
+        )()
+        try:
+            translated(lambda: api.start(container_id), image=image)()
+        except BaseException:
+            close_connection(attached)
+            raise
+        labels: dict[str, str] = self._options["labels"]
+        return LaunchedContainer(
+            name=self.name,
+            container_id=container_id,
+            run_id=labels[RUN_ID_LABEL],
+            image=image,
+            connection=attached,
+            deadline=float(labels[DEADLINE_LABEL]),
+            pooled=self._pooled,
+            launched_at=time.monotonic(),
         )
-    finally:
-        await asyncio.shield(_in_thread(_remove_after_creation, api, options["name"], created))
+
+    def discard(self) -> None:
+        self._settled.wait()
+        if self._container is not None:
+            discard_container(self._api, self._container)
+        else:
+            remove_container(self._api, self.name)
 
 
-async def _attach_and_run(
-    api: docker.APIClient,
-    config: SandboxConfig,
-    container_id: str,
-    code: str,
-    language: str,
-    image: str,
-    run_id: str,
-    time_limit: float,
-) -> ExecutionResult:
-    loop = asyncio.get_running_loop()
-    program = code.encode()
-    payload = f"{len(program)}\n".encode() + program
-    started: asyncio.Future[float] = loop.create_future()
-
-    def mark_started() -> None:
-        _call_soon(loop, _settle, started, loop.time())
-
-    # One thread owns the attach connection from opening to closing, so no
-    # cancellation can leak it: once the container is removed it ends anyway.
-    outcome = _in_thread(
-        _attach_start_collect,
-        api,
-        container_id,
-        payload,
-        config.max_output_bytes,
-        mark_started,
-        image,
-    )
-    kill: asyncio.Future[bool] | None = None
-
-    def at_deadline() -> None:
-        nonlocal kill
-        kill = _in_thread(_kill, api, container_id)
-
-    timer: asyncio.TimerHandle | None = None
-    try:
-        first: set[asyncio.Future[Any]] = {started, outcome}
-        await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
-        if started.done():
-            # The deadline counts from the start, whatever the program prints.
-            timer = loop.call_at(started.result() + time_limit, at_deadline)
-        stdout, stderr, status = await outcome
-        duration = loop.time() - started.result()
-    finally:
-        outcome.cancel()  # a no-op once done; otherwise nobody awaits it any more
-        if timer is not None:
-            timer.cancel()
-    timed_out = await kill if kill is not None else False
-    exit_code = status
-    oom_killed = False
-    if timed_out:
-        exit_code = TIMEOUT_EXIT_CODE
-    elif status != 0:
-        # Only a failed run can have been killed for memory; successes skip the call.
-        state = await asyncio.to_thread(
-            _translated(lambda: api.inspect_container(container_id)["State"], image=image)
-        )
-        oom_killed = bool(state.get("OOMKilled", False))
-    return ExecutionResult(
-        language=language,
-        exit_code=exit_code,
-        stdout=stdout.text(),
-        stderr=stderr.text(),
-        timed_out=timed_out,
-        oom_killed=oom_killed,
-        stdout_truncated=stdout.truncated,
-        stderr_truncated=stderr.truncated,
-        duration=duration,
-        image=image,
-        run_id=run_id,
-        timeout=time_limit,
-        memory_limit_bytes=config.memory_bytes,
-    )
+def discard_container(api: docker.APIClient, container: LaunchedContainer) -> None:
+    """Close the container's attach connection and force-remove it."""
+    close_connection(container.connection)
+    remove_container(api, container.name)
 
 
-def _settle(future: asyncio.Future[float], value: float) -> None:
-    if not future.done():
-        future.set_result(value)
-
-
-def _attach_start_collect(
-    api: docker.APIClient,
-    container_id: str,
-    payload: bytes,
-    limit: int,
-    on_started: Callable[[], None],
-    image: str,
-) -> tuple[CappedBuffer, CappedBuffer, int]:
-    """Attach (before the start, so no output is missed), start, deliver, collect, wait."""
-    attached = _translated(
-        lambda: api.attach_socket(container_id, params=_ATTACH_PARAMS), image=image
-    )()
-    try:
-        _translated(lambda: api.start(container_id), image=image)()
-    except BaseException:
-        close_connection(attached)
-        raise
-    on_started()
-    stdout, stderr = deliver_and_collect(attached, payload, limit=limit)
-    # The streams end when the program's last process is gone; a program that
-    # closed its stdout but lives on is waited for until the deadline kills it.
-    try:
-        status = api.wait(container_id, timeout=None)
-    except docker.errors.NotFound:
-        raise _vanished() from None
-    except docker.errors.APIError as exc:
-        raise SandboxError(
-            f"Docker failed while waiting for the program: {_explain(exc)}"
-        ) from None
-    return stdout, stderr, int(status.get("StatusCode", -1))
-
-
-def _kill(api: docker.APIClient, container_id: str) -> bool:
-    """SIGKILL the container; ``False`` when it had already ended on its own."""
-    try:
-        api.kill(container_id, signal="SIGKILL")
-    except docker.errors.APIError:
-        return False
-    return True
-
-
-def _remove_after_creation(api: docker.APIClient, name: str, created: threading.Event) -> None:
-    # Wait for an in-flight creation so that a container created just after a
-    # cancellation is removed as well.
-    created.wait()
+def remove_container(api: docker.APIClient, name: str) -> None:
+    """Force-remove a container and its anonymous volumes; a missing one is fine."""
     try:
         api.remove_container(name, force=True, v=True)
     except docker.errors.NotFound:
@@ -305,12 +209,12 @@ def _remove_after_creation(api: docker.APIClient, name: str, created: threading.
     except docker.errors.APIError as exc:
         if exc.status_code != 409:  # 409: another removal is already under way.
             raise SandboxError(
-                f"Docker could not remove the sandbox container {name}: {_explain(exc)}; "
+                f"Docker could not remove the sandbox container {name}: {explain(exc)}; "
                 "`sandcrew sandbox gc` will retry"
             ) from None
 
 
-def _translated(call: Callable[[], _T], *, image: str) -> Callable[[], _T]:
+def translated(call: Callable[[], _T], *, image: str) -> Callable[[], _T]:
     """Wrap a Docker call so that engine errors become sandbox errors with a fix."""
 
     def wrapper() -> _T:
@@ -319,16 +223,16 @@ def _translated(call: Callable[[], _T], *, image: str) -> Callable[[], _T]:
         except docker.errors.ImageNotFound:
             raise ImageNotFoundError(image) from None
         except docker.errors.NotFound:
-            raise _vanished() from None
+            raise vanished() from None
         except docker.errors.APIError as exc:
-            raise SandboxError(f"Docker refused the sandbox container: {_explain(exc)}") from None
+            raise SandboxError(f"Docker refused the sandbox container: {explain(exc)}") from None
         except docker.errors.DockerException as exc:
             raise SandboxError(f"Docker failed: {exc}", retryable=True) from None
 
     return wrapper
 
 
-def _vanished() -> SandboxError:
+def vanished() -> SandboxError:
     return SandboxError(
         "The sandbox container was removed while its program ran "
         "(by `sandcrew sandbox gc` or another process); run the code again",
@@ -336,37 +240,5 @@ def _vanished() -> SandboxError:
     )
 
 
-def _explain(exc: docker.errors.APIError) -> str:
+def explain(exc: docker.errors.APIError) -> str:
     return str(exc.explanation or exc)
-
-
-def _in_thread(function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
-    """Run a blocking call on a thread of its own and return an awaitable for its result.
-
-    Own threads, not the loop's default executor: calls that block until a
-    program ends must never starve the calls (kill, remove) that end programs.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
-
-    def deliver(outcome: Callable[[], None]) -> None:
-        if not future.done():
-            outcome()
-
-    def work() -> None:
-        try:
-            result = function(*args)
-        except BaseException as exc:  # handed to the awaiting task
-            error = exc
-            _call_soon(loop, deliver, lambda: future.set_exception(error))
-        else:
-            _call_soon(loop, deliver, lambda: future.set_result(result))
-
-    threading.Thread(target=work, name="sandcrew-docker", daemon=True).start()
-    return future
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
-    # A closed loop means nobody waits for this result any more.
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(callback, *args)

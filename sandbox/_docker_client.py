@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import math
 import os
 import warnings
 from collections.abc import Mapping
@@ -98,13 +99,13 @@ def connect(
             # Also honours DOCKER_TLS_VERIFY and DOCKER_CERT_PATH.
             settings = docker.utils.kwargs_from_env(environment=env)
             client = docker.DockerClient(
-                timeout=int(timeout), max_pool_size=_CONNECTION_POOL_SIZE, **settings
+                timeout=_whole_seconds(timeout), max_pool_size=_CONNECTION_POOL_SIZE, **settings
             )
         else:
             client = docker.DockerClient(
                 base_url=endpoint.host,
-                tls=_context_tls(endpoint.tls_dir),
-                timeout=int(timeout),
+                tls=_context_tls(endpoint),
+                timeout=_whole_seconds(timeout),
                 max_pool_size=_CONNECTION_POOL_SIZE,
             )
         # The client asks the engine for its API version on construction; ping
@@ -133,12 +134,23 @@ def _describe(endpoint: DockerEndpoint) -> str:
     return f"{endpoint.host}, taken from {endpoint.source}"
 
 
-def _context_tls(tls_dir: Path | None) -> docker.tls.TLSConfig | bool:
-    if tls_dir is None:
+def _whole_seconds(timeout: float) -> int:
+    # The client takes whole seconds; never round a short timeout down to "no wait".
+    return max(1, math.ceil(timeout))
+
+
+def _context_tls(endpoint: DockerEndpoint) -> docker.tls.TLSConfig | bool:
+    """TLS settings of a context: none without TLS material, an error when it is partial."""
+    if endpoint.tls_dir is None:
         return False
-    files = {path.stem: str(path) for path in tls_dir.iterdir() if path.suffix == ".pem"}
-    if not {"ca", "cert", "key"} <= files.keys():
-        return False
+    files = {path.stem: str(path) for path in endpoint.tls_dir.iterdir() if path.suffix == ".pem"}
+    missing = sorted({"ca", "cert", "key"} - files.keys())
+    if missing:
+        # Falling back to plain TCP would send credentials in the clear: refuse instead.
+        raise DockerUnavailableError(
+            _describe(endpoint),
+            f"its TLS folder {endpoint.tls_dir} lacks {', '.join(f'{m}.pem' for m in missing)}",
+        )
     return docker.tls.TLSConfig(
         client_cert=(files["cert"], files["key"]), ca_cert=files["ca"], verify=True
     )

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     import docker
 
 PYTHON_IMAGE = "sandcrew/python:latest"
-OFFLINE_BASE_IMAGE = "sandcrew/debian-base:bookworm"
-PUBLIC_BASE_IMAGE = "python:3.12-slim-bookworm"
+OFFLINE_SUITE = "bookworm"
+OFFLINE_BASE_IMAGE = f"sandcrew/debian-base:{OFFLINE_SUITE}"
+PUBLIC_BASE_IMAGE = "python:3.11-slim-bookworm"
 
 DEFAULT_IMAGES: dict[str, str] = {"python": PYTHON_IMAGE, "bash": PYTHON_IMAGE}
 """Language → image tag used by default."""
@@ -230,7 +231,8 @@ def make_debian_base(
         )
     if os.geteuid() != 0:
         raise ImageBuildError("debootstrap needs root to build the base image; run as root.")
-    suite = suite or _host_suite()
+    # Always bookworm, whatever the host runs: the image's Python must not depend on it.
+    suite = suite or OFFLINE_SUITE
     mirror = mirror or configured_debian_mirror()
     repository, _, version = tag.partition(":")
     with tempfile.TemporaryDirectory(prefix="sandcrew-rootfs-") as workdir:
@@ -289,16 +291,6 @@ def _run_streaming(command: list[str], on_progress: Progress, *, what: str) -> N
     if process.returncode != 0:
         details = "\n".join(tail)
         raise ImageBuildError(f"{what} failed with exit code {process.returncode}:\n{details}")
-
-
-def _host_suite() -> str:
-    """The Debian release name of the host (``bookworm`` when it cannot be told)."""
-    try:
-        text = Path("/etc/os-release").read_text()
-    except OSError:
-        return "bookworm"
-    match = re.search(r"^VERSION_CODENAME=\"?([a-z]+)\"?$", text, re.MULTILINE)
-    return match.group(1) if match else "bookworm"
 
 
 def configured_debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:

@@ -13,6 +13,8 @@ CREATED_AT_LABEL = "sandcrew.created-at"
 DEADLINE_LABEL = "sandcrew.deadline"
 OWNER_PID_LABEL = "sandcrew.owner-pid"
 OWNER_HOST_LABEL = "sandcrew.owner-host"
+POOLED_LABEL = "sandcrew.pooled"
+"""``"true"`` on containers started ahead of their run by a pool."""
 
 PRODUCT_FILTER = f"{PRODUCT_LABEL}={PRODUCT}"
 """Docker ``label`` filter matching every container sandcrew made."""
@@ -23,9 +25,11 @@ def owner_host() -> str:
     return socket.gethostname()
 
 
-def container_labels(*, run_id: str, created_at: float, deadline: float) -> dict[str, str]:
+def container_labels(
+    *, run_id: str, created_at: float, deadline: float, pooled: bool = False
+) -> dict[str, str]:
     """Labels for a new container; ``deadline`` (unix seconds) is when it is surely orphaned."""
-    return {
+    labels = {
         PRODUCT_LABEL: PRODUCT,
         RUN_ID_LABEL: run_id,
         CREATED_AT_LABEL: str(int(created_at)),
@@ -33,3 +37,6 @@ def container_labels(*, run_id: str, created_at: float, deadline: float) -> dict
         OWNER_PID_LABEL: str(os.getpid()),
         OWNER_HOST_LABEL: owner_host(),
     }
+    if pooled:
+        labels[POOLED_LABEL] = "true"
+    return labels

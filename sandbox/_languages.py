@@ -17,14 +17,20 @@ _ALIASES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class LanguageRunner:
-    """Where a program is written inside the container and which interpreter runs it."""
+    """Where a program is written inside the container, which interpreter runs it, and how."""
 
     filename: str
     interpreter: tuple[str, ...]
+    environment: tuple[tuple[str, str], ...] = ()
+    """Variables set for this language only (the container's environment is otherwise empty)."""
 
 
 RUNNERS: dict[str, LanguageRunner] = {
-    "python": LanguageRunner(filename="main.py", interpreter=("python3",)),
+    "python": LanguageRunner(
+        filename="main.py",
+        interpreter=("python3",),
+        environment=(("PYTHONUNBUFFERED", "1"), ("PYTHONDONTWRITEBYTECODE", "1")),
+    ),
     "bash": LanguageRunner(filename="main.sh", interpreter=("bash",)),
 }
 

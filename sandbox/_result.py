@@ -23,7 +23,7 @@ class ExecutionResult(BaseModel):
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     duration: float
-    """Seconds from container start to the program's end."""
+    """Seconds from the program's delivery to its container until the program's end."""
     image: str
     run_id: str
     timeout: float

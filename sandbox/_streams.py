@@ -4,12 +4,15 @@ Docker multiplexes a non-TTY attach stream in frames: an 8-byte header (stream
 kind, three zero bytes, big-endian payload size) followed by the payload. The
 parser here is incremental, so memory stays bounded by the caps however much the
 program prints: bytes past a cap are read and dropped, which keeps the program
-from blocking on a full pipe.
+from blocking on a full pipe. The bootstrap's marks are taken off the program's
+output: its acknowledgement byte (the first byte on stdout) and its exit-status
+trailer at the end of each stream.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +27,7 @@ class _Connection(Protocol):
     def sendall(self, data: bytes, /) -> Any: ...
     def settimeout(self, value: float | None, /) -> Any: ...
     def close(self) -> Any: ...
+    def fileno(self) -> int: ...
 
 
 @dataclass
@@ -34,7 +38,7 @@ class CappedBuffer:
     data: bytearray = field(default_factory=bytearray)
     truncated: bool = False
 
-    def feed(self, chunk: memoryview) -> None:
+    def feed(self, chunk: bytes | memoryview) -> None:
         room = self.limit - len(self.data)
         if room > 0:
             self.data += chunk[:room]
@@ -46,14 +50,96 @@ class CappedBuffer:
 
 
 @dataclass
+class TrailedStream:
+    """One stream's bytes up to the bootstrap's exit-status trailer, which is kept apart.
+
+    The trailer is ``mark + status + "\\n"``; what could be the start of a mark
+    split across chunks is held back until the next chunk tells.
+    """
+
+    sink: CappedBuffer
+    mark: bytes
+    """Empty when no trailer is expected."""
+    status: int | None = None
+    _pending: bytearray = field(default_factory=bytearray)
+    _after_mark: bytearray | None = None
+    _ended: bool = False
+
+    def feed(self, chunk: bytes | memoryview) -> None:
+        if self._ended or not self.mark:
+            self.sink.feed(chunk)
+            return
+        if self._after_mark is not None:
+            self._after_mark += chunk
+            self._read_status()
+            return
+        self._pending += chunk
+        index = self._pending.find(self.mark)
+        if index < 0:
+            cut = len(self._pending) - (len(self.mark) - 1)
+            if cut > 0:
+                self.sink.feed(bytes(self._pending[:cut]))
+                del self._pending[:cut]
+            return
+        self.sink.feed(bytes(self._pending[:index]))
+        self._after_mark = self._pending[index + len(self.mark) :]
+        self._pending = bytearray()
+        self._read_status()
+
+    def _read_status(self) -> None:
+        assert self._after_mark is not None
+        end = self._after_mark.find(b"\n")
+        if end < 0:
+            return
+        text, rest = bytes(self._after_mark[:end]), bytes(self._after_mark[end + 1 :])
+        self._after_mark = None
+        self._ended = True
+        if text.isdigit():
+            self.status = int(text)
+        if rest:
+            self.sink.feed(rest)  # from processes the program left behind
+
+    def finish(self) -> None:
+        """The stream ended: what was held back is output after all."""
+        if self._pending:
+            self.sink.feed(bytes(self._pending))
+            self._pending.clear()
+
+
+@dataclass
 class Demultiplexer:
-    """Incremental parser of Docker's multiplexed stream into two capped buffers."""
+    """Incremental parser of Docker's multiplexed stream into two capped buffers.
+
+    With an ``acknowledgement``, the first stdout byte is expected to be it and
+    is not passed on; ``acknowledged`` tells whether it came. With a
+    ``trailer_mark``, each stream's exit-status trailer is taken off and
+    :attr:`exit_status` tells the status once both streams carried it.
+    """
 
     stdout: CappedBuffer
     stderr: CappedBuffer
+    acknowledgement: bytes = b""
+    trailer_mark: bytes = b""
+    acknowledged: bool = False
+    received: bool = False
+    """Whether any payload byte, on either stream, arrived."""
+    _streams: dict[int, TrailedStream] = field(init=False)
     _header: bytearray = field(default_factory=bytearray)
+    _stdout_started: bool = False
     _remaining: int = 0
-    _target: CappedBuffer | None = None
+    _target: TrailedStream | None = None
+
+    def __post_init__(self) -> None:
+        self._streams = {
+            _STDOUT: TrailedStream(self.stdout, self.trailer_mark),
+            _STDERR: TrailedStream(self.stderr, self.trailer_mark),
+        }
+
+    @property
+    def exit_status(self) -> int | None:
+        """The program's exit status, once both streams have carried it (so all output is in)."""
+        out, err = self._streams[_STDOUT].status, self._streams[_STDERR].status
+        return out if out is not None and out == err else None
 
     def feed(self, chunk: bytes) -> None:
         view = memoryview(chunk)
@@ -66,37 +152,65 @@ class Demultiplexer:
                 position += len(taken)
                 if len(self._header) < _HEADER_SIZE:
                     return
-                kind = self._header[0]
                 self._remaining = int.from_bytes(self._header[4:8], "big")
+                self._target = self._streams.get(self._header[0])
                 self._header.clear()
-                self._target = (
-                    self.stdout if kind == _STDOUT else self.stderr if kind == _STDERR else None
-                )
                 continue
             size = min(self._remaining, end - position)
+            self.received = True
+            if self._target is self._streams[_STDOUT] and not self._stdout_started:
+                # Only the very first stdout byte can be the acknowledgement.
+                self._stdout_started = True
+                if self.acknowledgement and view[position] == self.acknowledgement[0]:
+                    self.acknowledged = True
+                    position += 1
+                    self._remaining -= 1
+                    continue
             if self._target is not None:
                 self._target.feed(view[position : position + size])
             position += size
             self._remaining -= size
 
+    def finish(self) -> None:
+        """The stream ended: release what was held back."""
+        for stream in self._streams.values():
+            stream.finish()
 
-def raw_connection(attached: Any) -> _Connection:
-    """The socket-like object under what ``APIClient.attach_socket`` returns."""
-    connection: _Connection = getattr(attached, "_sock", attached)
+
+def raw_connection(attached: Any) -> _Connection | None:
+    """The socket-like object under what ``APIClient.attach_socket`` returns.
+
+    ``None`` once the connection is closed (the wrapper drops its socket).
+    """
+    connection: _Connection | None = getattr(attached, "_sock", attached)
     return connection
 
 
 def deliver_and_collect(
-    attached: Any, payload: bytes, *, limit: int
-) -> tuple[CappedBuffer, CappedBuffer]:
+    attached: Any,
+    payload: bytes,
+    *,
+    limit: int,
+    acknowledgement: bytes,
+    trailer_mark: bytes,
+) -> Demultiplexer:
     """Send ``payload`` to the container's stdin, then read both streams until the end.
 
     Blocking; meant for a worker thread. The stream ends when the container's
-    last process is gone (or the container is killed or removed).
+    last process is gone (or the container is killed or removed), or as soon as
+    both trailers report a clean exit: a failure is read to the very end,
+    where the engine can tell whether it was a kill for memory. The connection
+    is closed afterwards.
     """
     connection = raw_connection(attached)
-    stdout, stderr = CappedBuffer(limit), CappedBuffer(limit)
-    demultiplexer = Demultiplexer(stdout, stderr)
+    if connection is None:
+        raise ValueError("the attach connection is already closed")
+    demultiplexer = Demultiplexer(
+        CappedBuffer(limit),
+        CappedBuffer(limit),
+        acknowledgement=acknowledgement,
+        trailer_mark=trailer_mark,
+    )
     try:
         # A program may stay silent for longer than the client's request timeout.
         connection.settimeout(None)
@@ -112,14 +226,43 @@ def deliver_and_collect(
             if not chunk:
                 break
             demultiplexer.feed(chunk)
+            if demultiplexer.exit_status == 0:
+                break
     finally:
         close_connection(attached)
-    return stdout, stderr
+    demultiplexer.finish()
+    return demultiplexer
+
+
+def connection_is_quiet(attached: Any) -> bool:
+    """True while nothing, not even the end of the stream, waits to be read.
+
+    A waiting container's bootstrap prints nothing before it has its program,
+    so anything readable means the container has ended (killed, removed, or
+    its stdin closed). Connections without a file descriptor count as quiet.
+    """
+    connection = raw_connection(attached)
+    if connection is None:
+        return False
+    try:
+        descriptor = connection.fileno()
+    except (AttributeError, OSError, ValueError):
+        return True
+    if descriptor < 0:
+        return False  # already closed
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(descriptor, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    readable, _, _ = select.select([descriptor], [], [], 0)
+    return not readable
 
 
 def close_connection(attached: Any) -> None:
-    """Close the attach connection and the wrapper around it."""
-    raw_connection(attached).close()
+    """Close the attach connection and the wrapper around it; closing twice is fine."""
+    connection = raw_connection(attached)
+    if connection is not None:
+        connection.close()
     close = getattr(attached, "close", None)
     if close is not None:
         close()

@@ -48,12 +48,27 @@ def test_invalid_values_are_all_reported_at_once() -> None:
         ({"open_files_limit": 3}, "open_files_limit must be at least 16 (got 3)"),
         ({"user": "root"}, "user must be a numeric 'uid:gid'"),
         ({"user": "0:0"}, "user must not be root"),
+        ({"user": "1000:0"}, "user must not be in the root group"),
         ({"workdir": "relative"}, "workdir must be an absolute path"),
+        ({"workdir": "/etc"}, "outside the system folders"),
+        ({"workdir": "/workspace/../proc"}, "without '..'"),
         ({"timeout": "soon"}, "timeout: Input should be a valid number"),
         ({"log_driver": "syslog"}, "log_driver"),
         ({"no_such_setting": 1}, "no_such_setting"),
     ],
-    ids=["cpus", "open-files", "user-name", "root", "workdir", "type", "log-driver", "unknown"],
+    ids=[
+        "cpus",
+        "open-files",
+        "user-name",
+        "root",
+        "root-group",
+        "workdir",
+        "system-folder",
+        "dot-dot",
+        "type",
+        "log-driver",
+        "unknown",
+    ],
 )
 def test_each_invalid_value_has_a_clear_message(settings: dict[str, object], expected: str) -> None:
     with pytest.raises(ConfigurationError, match="Invalid sandbox settings") as caught:

@@ -113,6 +113,21 @@ def test_docker_context_variable_and_docker_host_take_precedence(
     assert resolve_endpoint().host == "tcp://10.0.0.3:2375"
 
 
+async def test_context_with_partial_tls_material_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    _write_context(tmp_path, "half-tls", "tcp://127.0.0.1:9", current=True)
+    context_id = hashlib.sha256(b"half-tls").hexdigest()
+    tls_dir = tmp_path / "contexts" / "tls" / context_id / "docker"
+    tls_dir.mkdir(parents=True)
+    (tls_dir / "ca.pem").write_text("not a real certificate")
+    with pytest.raises(DockerUnavailableError) as caught:
+        await DockerSandbox().start()
+    assert "lacks cert.pem, key.pem" in str(caught.value)
+
+
 def test_unknown_context_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
