@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sandcrew.errors import SandcrewError
 
@@ -19,6 +20,6 @@ def run_with_clean_errors(app: typer.Typer) -> int:
     try:
         app()
     except SandcrewError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {error}", highlight=False)
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
         return USAGE_ERROR_EXIT
     return 0

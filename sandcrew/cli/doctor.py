@@ -10,11 +10,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import sandcrew
 from sandcrew.cli._docker import connect_docker
 from sandcrew.errors import SandcrewError
-from sandcrew.sandbox import DockerSandbox, SandboxConfig, list_images
+from sandcrew.sandbox import DockerSandbox, SandboxConfig, docker_endpoint, list_images
 
 # Runs inside a sandbox container and reports what the kernel really enforces.
 SELF_TEST_PROGRAM = r"""
@@ -53,6 +54,8 @@ class Check:
     name: str
     ok: bool
     detail: str
+    warning: bool = False
+    """Worth knowing, but not a failure (e.g. no model configured yet)."""
 
 
 def security_checks(report: dict[str, Any]) -> list[Check]:
@@ -88,13 +91,16 @@ def register(app: typer.Typer) -> None:
         base_url: Annotated[
             str | None, typer.Option(help="Model endpoint to check (default: from settings).")
         ] = None,
+        model: Annotated[
+            str | None, typer.Option(help="Model that must be served (default: from settings).")
+        ] = None,
     ) -> None:
         """Check Python, the model endpoint, Docker, runtimes, images and the sandbox's
         security in a real container."""
         console = Console()
         checks = [
             Check("python", True, f"{platform.python_version()}, sandcrew {sandcrew.__version__}"),
-            _model_endpoint(base_url),
+            _model_endpoint(base_url, model),
         ]
         try:
             client = connect_docker()
@@ -107,7 +113,7 @@ def register(app: typer.Typer) -> None:
             Check(
                 "docker engine",
                 True,
-                f"{info.get('ServerVersion')} at {client.api.base_url}, "
+                f"{info.get('ServerVersion')} at {docker_endpoint().host}, "
                 f"cgroup v{info.get('CgroupVersion', '?')}",
             )
         )
@@ -130,15 +136,20 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
-def _model_endpoint(base_url: str | None) -> Check:
-    """Ask the configured endpoint for its models; no model configured is only reported."""
+def _model_endpoint(base_url: str | None, model: str | None) -> Check:
+    """Ask the configured endpoint for its models; no model configured is only a warning."""
     import openai
 
     from sandcrew.settings import load_crew_settings
 
-    settings = load_crew_settings({"base_url": base_url})
+    settings = load_crew_settings({"base_url": base_url, "model": model})
     if settings.api_key is None and not settings.base_url:
-        return Check("model endpoint", True, "not configured (set OPENAI_API_KEY or --base-url)")
+        return Check(
+            "model endpoint",
+            True,
+            "not configured: set OPENAI_API_KEY, or pass --base-url for a local server",
+            warning=True,
+        )
     client = openai.OpenAI(
         base_url=settings.base_url, api_key=settings.api_key_value(), max_retries=0, timeout=10
     )
@@ -150,7 +161,16 @@ def _model_endpoint(base_url: str | None) -> Check:
     finally:
         client.close()
     shown = ", ".join(models[:5]) + (" …" if len(models) > 5 else "")
-    return Check("model endpoint", True, f"{where} serves {len(models)} model(s): {shown}")
+    detail = f"{where} serves {len(models)} model(s): {shown}"
+    if settings.model not in models:
+        # Some servers list no models or aliases only; solving may still work.
+        return Check(
+            "model endpoint",
+            True,
+            f"{detail}; {settings.model} is not among them (choose one with --model)",
+            warning=True,
+        )
+    return Check("model endpoint", True, detail)
 
 
 def _self_test() -> list[Check]:
@@ -167,5 +187,11 @@ def _self_test() -> list[Check]:
 def _show(console: Console, checks: list[Check]) -> None:
     table = Table("check", "", "detail")
     for check in checks:
-        table.add_row(check.name, "[green]ok[/]" if check.ok else "[red]FAIL[/]", check.detail)
+        if not check.ok:
+            status = "[red]FAIL[/]"
+        elif check.warning:
+            status = "[yellow]warn[/]"
+        else:
+            status = "[green]ok[/]"
+        table.add_row(check.name, status, Text(check.detail))
     console.print(table)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sandcrew.cli._docker import sandbox_config_from_options
 from sandcrew.errors import UserError
@@ -72,15 +73,23 @@ def register(app: typer.Typer) -> None:
 
 def _read_program(source: str, language: str | None) -> tuple[str, str]:
     if source == "-":
-        return sys.stdin.read(), language or "python"
-    path = Path(source)
+        raw, language = sys.stdin.buffer.read(), language or "python"
+    else:
+        path = Path(source)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise UserError(f"no such file: {source}") from None
+        except OSError as error:
+            raise UserError(f"cannot read {source}: {error}") from None
+        language = language or _LANGUAGE_BY_SUFFIX.get(path.suffix.lower(), "python")
     try:
-        code = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"no such file: {source}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read {source}: {error}") from None
-    return code, language or _LANGUAGE_BY_SUFFIX.get(path.suffix.lower(), "python")
+        return raw.decode("utf-8"), language
+    except UnicodeDecodeError as error:
+        shown = "stdin" if source == "-" else source
+        raise UserError(
+            f"{shown} is not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
 
 
 def _print_result(result: ExecutionResult) -> None:
@@ -103,4 +112,6 @@ def _print_result(result: ExecutionResult) -> None:
     else:
         headline = f"[red]exit {result.exit_code}[/]"
     extra = f" · {', '.join(notes)}" if notes else ""
-    status.print(f"{headline} · {result.duration:.2f}s · {result.image}{extra}", style="dim")
+    status.print(
+        f"{headline} · {result.duration:.2f}s · {escape(result.image)}{extra}", style="dim"
+    )

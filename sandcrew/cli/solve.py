@@ -12,10 +12,11 @@ from typing import IO, Annotated, Any
 
 import typer
 from rich.console import Console, RenderableType
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from sandcrew.agents import Message, render_message
+from sandcrew.agents import FunctionCallRequiredError, Message, render_message
 from sandcrew.cli._docker import parse_memory
 from sandcrew.crew import CrewMode, CrewResult, solve_task
 from sandcrew.errors import UserError
@@ -121,7 +122,7 @@ def result_summary(result: CrewResult) -> dict[str, Any]:
         "task": result.task,
         "solved": result.solved,
         "answer": result.answer,
-        "stop_reason": result.stop_reason,
+        "stop_reason": result.stop_reason.value,
         "stop_detail": result.stop_detail,
         "rounds": result.rounds,
         "total_tokens": result.total_tokens,
@@ -184,10 +185,11 @@ def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None
         if quiet:
             typer.echo(result.answer or "")
         else:
-            console.print(f"[bold green]answer:[/] {result.answer}", highlight=False)
+            console.print(f"[bold green]answer:[/] {escape(result.answer or '')}", highlight=False)
         return
     err = Console(stderr=True, highlight=False)
-    err.print(f"[bold red]not solved[/] ({result.stop_reason}): {result.stop_detail}")
+    reason = result.stop_reason.value
+    err.print(f"[bold red]not solved[/] ({reason}): {escape(result.stop_detail)}")
 
 
 class _TranscriptRecorder:
@@ -211,6 +213,17 @@ class _TranscriptRecorder:
         self._write(record)
 
     def result(self, result: CrewResult) -> None:
+        if isinstance(result.error, FunctionCallRequiredError):
+            # The calls a model got wrong never reach the chat; keep them for the post-mortem.
+            for number, attempt in enumerate(result.error.attempts, start=1):
+                self._write(
+                    {
+                        "event": "tool_call_attempt",
+                        "attempt": number,
+                        "reply": attempt.reply.model_dump(mode="json"),
+                        "errors": attempt.errors,
+                    }
+                )
         self._write({"event": "result", **result_summary(result)})
 
 

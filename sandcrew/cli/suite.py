@@ -113,6 +113,7 @@ def run(
     """Solve every task of SUITE and check the results in throwaway containers."""
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
+        CrewSolver,
         SuiteError,
         load_suite,
         make_solver,
@@ -137,7 +138,13 @@ def run(
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
     previous = read_json_report(baseline) if baseline is not None else None
-    sandbox_config = SandboxConfig() if timeout is None else SandboxConfig(timeout=timeout)
+    # The crew's own [sandbox] settings (config file) apply to its checks too.
+    base_config = chosen_solver.settings.sandbox if isinstance(chosen_solver, CrewSolver) else None
+    sandbox_config = base_config or SandboxConfig()
+    if timeout is not None:
+        sandbox_config = SandboxConfig.model_validate(
+            {**sandbox_config.model_dump(), "timeout": timeout}
+        )
     task_executor = _make_executor(executor, address)
 
     console = Console()

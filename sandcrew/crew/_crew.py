@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Self
 
 import openai
 
@@ -43,7 +44,7 @@ class CrewResult:
     solved: bool
     """The admin declared the task answered after a successful run."""
     answer: str | None
-    stop_reason: str
+    stop_reason: StopReason
     stop_detail: str
     rounds: int
     total_tokens: int
@@ -56,7 +57,11 @@ class CrewResult:
 
 
 class Crew:
-    """Builds the four agents and the chat for one set of settings (no I/O here)."""
+    """Builds the four agents and the chat for one set of settings (no I/O here).
+
+    Use it as an async context manager (or call :meth:`aclose`) to close the model
+    client it made; an injected ``client`` is left open for its owner.
+    """
 
     def __init__(
         self,
@@ -66,6 +71,7 @@ class Crew:
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         self.settings = settings
+        self._owns_client = client is None
         self.client = client or openai.AsyncOpenAI(
             base_url=settings.base_url,
             api_key=settings.api_key_value(),
@@ -139,6 +145,7 @@ class Crew:
     async def solve(self, task: str, *, on_message: OnMessage | None = None) -> CrewResult:
         """Run the chat on ``task`` to its end; ``on_message`` sees every new message."""
         opening = TextMessage(role="user", content=task, sender=self.admin.name)
+        first_run = len(self.runner.runs)
         started = time.monotonic()
         stream = self.chat.send([opening], max_round=self.settings.max_rounds)
         if on_message is not None:
@@ -146,10 +153,23 @@ class Crew:
         async for message in stream:
             if on_message is not None:
                 await _deliver(on_message, message)
-        return self._result(task, stream.result, time.monotonic() - started)
+        runs = self.runner.runs[first_run:]
+        return self._result(task, stream.result, time.monotonic() - started, runs)
 
-    def _result(self, task: str, chat: ChatResult, duration: float) -> CrewResult:
-        runs = list(self.runner.runs)
+    async def aclose(self) -> None:
+        """Close the model client if this crew made it."""
+        if self._owns_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _result(
+        self, task: str, chat: ChatResult, duration: float, runs: list[ExecutionResult]
+    ) -> CrewResult:
         final = chat.last_message
         answer: str | None = None
         solved = False
@@ -163,7 +183,7 @@ class Crew:
             task=task,
             solved=solved,
             answer=answer or None,
-            stop_reason=chat.stop_reason.value,
+            stop_reason=chat.stop_reason,
             stop_detail=chat.detail,
             rounds=chat.rounds,
             total_tokens=chat.usage.total_tokens,
@@ -197,6 +217,7 @@ async def solve_task(
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given."""
     if sandbox is not None:
-        return await Crew(settings, sandbox).solve(task, on_message=on_message)
-    async with DockerSandbox(settings.sandbox) as owned:
-        return await Crew(settings, owned).solve(task, on_message=on_message)
+        async with Crew(settings, sandbox) as crew:
+            return await crew.solve(task, on_message=on_message)
+    async with DockerSandbox(settings.sandbox) as owned, Crew(settings, owned) as crew:
+        return await crew.solve(task, on_message=on_message)

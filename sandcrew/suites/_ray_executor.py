@@ -54,7 +54,7 @@ class RayExecutor:
         on_result: ResultCallback,
     ) -> None:
         ray = _import_ray()
-        started_here = self._connect(ray)
+        started_here = await asyncio.to_thread(self._connect, ray)
         try:
             remote_evaluate = ray.remote(num_cpus=1, max_retries=0)(evaluate_on_worker)
             slots = asyncio.Semaphore(concurrency)
@@ -78,7 +78,8 @@ class RayExecutor:
                 raise _unwrapped(ray, group_error) from None
         finally:
             if started_here:
-                ray.shutdown()
+                # Stopping a local Ray takes seconds: keep the event loop (and Ctrl-C) responsive.
+                await asyncio.to_thread(ray.shutdown)
 
     def _connect(self, ray: Any) -> bool:
         """Join the cluster (or start a local one); True when this call started Ray."""

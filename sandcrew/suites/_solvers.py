@@ -134,7 +134,7 @@ class CrewSolver:
             "container_runs": runs,
             "rounds": result.rounds,
             "total_tokens": result.total_tokens,
-            "stop_reason": str(result.stop_reason),
+            "stop_reason": result.stop_reason.value,
         }
         crew_error = result.error
         if isinstance(task, AnswerTask):

@@ -133,12 +133,21 @@ def test_sandbox_gc_removes_orphans(docker_client: docker.DockerClient) -> None:
 
 
 def test_doctor_checks_the_model_endpoint() -> None:
+    wide = {"COLUMNS": "250"}
     with ScriptedModelServer() as server:
-        completed = run_cli("doctor", "--no-self-test", "--base-url", server.base_url)
-        assert [request.path for request in server.requests] == ["/v1/models"]
+        served = run_cli(
+            "doctor", "--no-self-test", "--base-url", server.base_url, "--model", "scripted",
+            env=wide,
+        )  # fmt: skip
+        unknown = run_cli("doctor", "--no-self-test", "--base-url", server.base_url, env=wide)
+        assert [request.path for request in server.requests] == ["/v1/models"] * 2
 
-    assert completed.returncode == 0, completed.stdout
-    assert "serves 1 model(s): scripted" in completed.stdout
+    assert served.returncode == 0, served.stdout
+    assert "serves 1 model(s): scripted" in served.stdout
+    assert "warn" not in served.stdout
+    assert unknown.returncode == 0, unknown.stdout
+    assert "gpt-4o-mini is not among them (choose one with --model)" in unknown.stdout
+    assert "warn" in unknown.stdout
 
 
 def test_doctor_reports_an_unreachable_model_endpoint() -> None:

@@ -135,3 +135,14 @@ def test_unreachable_docker_names_docker_host_and_the_socket() -> None:
     assert "/nonexistent/docker.sock" in completed.stderr
     assert "Traceback" not in completed.stderr
     assert len(completed.stderr.strip().splitlines()) <= 2
+
+
+def test_program_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    program = tmp_path / "latin1.py"
+    program.write_bytes(b"print('caf\xe9')\n")
+
+    completed = run_cli("run", str(program))
+
+    assert completed.returncode == 2
+    assert "is not UTF-8 text" in completed.stderr
+    assert "Traceback" not in completed.stderr

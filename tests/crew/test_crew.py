@@ -6,16 +6,17 @@ from typing import Any
 
 import pytest
 
-from sandcrew.agents import Message
+from sandcrew.agents import Message, StopReason
 from sandcrew.crew import (
     APPROVAL_TEXT,
     COMMENTS_HEADLINE,
     NO_CODE_REPLY,
+    Crew,
     CrewMode,
     ReviewVerdict,
     solve_task,
 )
-from sandcrew.sandbox import ExecutionResult
+from sandcrew.sandbox import DockerSandbox, ExecutionResult
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
@@ -178,7 +179,7 @@ async def test_reviewer_that_never_calls_the_function_stops_the_chat(
     result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
 
     assert not result.solved
-    assert result.stop_reason == "error"
+    assert result.stop_reason is StopReason.ERROR
     assert "review_code_block" in result.stop_detail
     reviewer_requests = model_server.requests_for("reviewer")
     assert len(reviewer_requests) == 3
@@ -195,7 +196,7 @@ async def test_max_rounds_stops_with_its_reason(model_server: ScriptedModelServe
     result = await solve_task(FIBONACCI_TASK, settings_for(model_server, max_rounds=3))
 
     assert not result.solved
-    assert result.stop_reason == "max_rounds"
+    assert result.stop_reason is StopReason.MAX_ROUNDS
     assert result.rounds == 3
     assert len(result.runs) == 1
 
@@ -211,7 +212,7 @@ async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelSer
     result = await solve_task(FIBONACCI_TASK, settings_for(model_server, token_budget=1000))
 
     assert not result.solved
-    assert result.stop_reason == "token_budget"
+    assert result.stop_reason is StopReason.TOKEN_BUDGET
     assert result.total_tokens == 1100
     assert "1000" in result.stop_detail
 
@@ -274,3 +275,21 @@ async def test_admin_modes_reach_the_answer(
         assert request.body["temperature"] == 0
         assert request.body["max_tokens"] == 128
         assert request.body["stop"] == [":"]
+
+
+async def test_a_crew_reused_for_two_tasks_reports_each_tasks_own_runs(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.add(*happy_path_turns(), *happy_path_turns())
+    settings = settings_for(model_server)
+
+    async with DockerSandbox(settings.sandbox) as sandbox, Crew(settings, sandbox) as crew:
+        first = await crew.solve(FIBONACCI_TASK)
+        second = await crew.solve(FIBONACCI_TASK)
+
+    assert first.solved
+    assert second.solved
+    assert len(first.runs) == 1
+    assert len(second.runs) == 1
+    assert first.runs[0].run_id != second.runs[0].run_id
+    assert crew.client.is_closed()

@@ -144,3 +144,41 @@ def test_model_endpoint_returning_500s_is_retried_then_exits_1(
     assert "not solved (error)" in completed.stderr
     assert "500" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_answer_with_markup_like_text_is_printed_verbatim(
+    model_server: ScriptedModelServer,
+) -> None:
+    coder, reviewer, _ = happy_path_turns()
+    model_server.add(
+        coder,
+        reviewer,
+        Turn(agent="admin", content=f"It is {FIBONACCI_ANSWER} [/INST] [python]\n[COMPLETE]"),
+    )
+
+    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url)
+
+    assert completed.returncode == 0, completed.stderr
+    assert f"answer: It is {FIBONACCI_ANSWER} [/INST] [python]" in completed.stdout
+
+
+def test_transcript_keeps_the_reviewers_failed_attempts(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    coder, _, _ = happy_path_turns()
+    model_server.add(coder, Turn(agent="reviewer", content="Looks fine to me.", times=3))
+    transcript = tmp_path / "chat.jsonl"
+
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url,
+        "--transcript", str(transcript),
+    )  # fmt: skip
+
+    assert completed.returncode == 1
+    records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    attempts = [record for record in records if record["event"] == "tool_call_attempt"]
+    assert [attempt["attempt"] for attempt in attempts] == [1, 2, 3]
+    assert all(attempt["reply"]["content"] == "Looks fine to me." for attempt in attempts)
+    assert all("review_code_block" in " ".join(attempt["errors"]) for attempt in attempts)
+    assert records[-1]["event"] == "result"
+    assert records[-1]["stop_reason"] == "error"
