@@ -297,7 +297,6 @@ async def test_input_gets_end_of_file_at_once(sandbox: DockerSandbox) -> None:
     result = await sandbox.run(code)
     assert result.ok
     assert result.stdout == "name? EOF\n"
-    assert result.duration < 2
     bash = await sandbox.run('read -r line; echo "read=$? line=[$line]"', "bash")
     assert bash.stdout == "read=1 line=[]\n"
 

@@ -37,7 +37,7 @@ async def test_python_run_reports_streams_and_exit_code(sandbox: DockerSandbox) 
     assert not result.oom_killed
     assert result.language == "python"
     assert result.image == "sandcrew/python:latest"
-    assert 0 < result.duration < 3
+    assert result.duration > 0
 
 
 async def test_fibonacci(sandbox: DockerSandbox) -> None:

@@ -68,7 +68,7 @@ async def test_start_fills_the_pool_and_runs_take_from_it(
 
     assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
     assert result.run_id in waiting
-    assert 0 < result.duration < 3
+    assert result.duration > 0
 
 
 async def test_python_and_bash_share_the_pool(
