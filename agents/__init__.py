@@ -6,6 +6,7 @@ Middleware order: ``agent.use(a).use(b)`` runs ``b`` first (outermost), then ``a
 agent — the last registered middleware runs first, as in AutoGen.NET.
 """
 
+from sandcrew._text import trim_middle as trim_text
 from sandcrew.agents._agent import (
     Agent,
     BaseAgent,
@@ -55,7 +56,7 @@ from sandcrew.agents._orchestrators import (
     WorkflowOrchestrator,
 )
 from sandcrew.agents._print import PrintMessageMiddleware, render_message
-from sandcrew.agents._trim import TrimContextMiddleware, trim_text
+from sandcrew.agents._trim import TrimContextMiddleware
 from sandcrew.agents._two_agent import GroupChatManager, initiate_chat, send
 
 __all__ = [

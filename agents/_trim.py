@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sandcrew._text import trim_middle as trim_text
 from sandcrew.agents._agent import Agent, GenerateReplyOptions
 from sandcrew.agents._messages import (
     AggregateMessage,
@@ -17,18 +18,6 @@ from sandcrew.agents._messages import (
     ToolResultMessage,
 )
 from sandcrew.errors import UserError
-
-
-def trim_text(text: str, max_chars: int) -> str:
-    """``text`` if it fits in ``max_chars``, else its head and tail around an omission note.
-
-    The tail is kept as long as the head because errors and final results come last.
-    """
-    if len(text) <= max_chars:
-        return text
-    keep = max(max_chars // 2, 1)
-    omitted = len(text) - 2 * keep
-    return f"{text[:keep]}\n... [{omitted} characters omitted] ...\n{text[-keep:]}"
 
 
 def trim_message(message: Message, max_chars: int) -> Message:

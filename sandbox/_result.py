@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from sandcrew._text import trim_middle
+
 RUNNER_RESULT_MARKER = "[RUNNER_RESULT]"
 TIMEOUT_EXIT_CODE = 124
 """Exit code reported when the wall-clock deadline killed the program (as GNU timeout)."""
@@ -66,25 +68,13 @@ class ExecutionResult(BaseModel):
             stdout_budget, stderr_budget = budget, 0
         parts = [RUNNER_RESULT_MARKER, self.status]
         if stdout:
-            parts.append(_trim_middle(stdout, stdout_budget).rstrip("\n"))
+            parts.append(trim_middle(stdout, stdout_budget).rstrip("\n"))
         if stderr:
             parts.append("[stderr]")
-            parts.append(_trim_middle(stderr, stderr_budget).rstrip("\n"))
+            parts.append(trim_middle(stderr, stderr_budget).rstrip("\n"))
         if not stdout and not stderr:
             parts.append("(no output)")
         return "\n".join(parts)
-
-
-def _trim_middle(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    # Reserve room for the marker; keep more of the tail, where errors end up.
-    marker_room = 40
-    keep = max(limit - marker_room, 2)
-    head = keep * 2 // 5
-    tail = keep - head
-    trimmed = len(text) - head - tail
-    return f"{text[:head]}\n… [{trimmed} characters trimmed] …\n{text[len(text) - tail :]}"
 
 
 def _format_size(value: int) -> str:

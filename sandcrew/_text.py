@@ -1,0 +1,20 @@
+"""Text helpers shared by the sandbox and the agents (no dependencies of their own)."""
+
+from __future__ import annotations
+
+_MARKER_ROOM = 40
+"""Characters reserved for the ``… [N characters trimmed] …`` marker."""
+
+
+def trim_middle(text: str, max_chars: int) -> str:
+    """``text`` if it fits in about ``max_chars``, else its head and tail around a marker.
+
+    The tail gets the larger share: errors, tracebacks and final results come last.
+    """
+    if len(text) <= max_chars:
+        return text
+    keep = max(max_chars - _MARKER_ROOM, 2)
+    head = keep * 2 // 5
+    tail = keep - head
+    trimmed = len(text) - head - tail
+    return f"{text[:head]}\n… [{trimmed} characters trimmed] …\n{text[len(text) - tail :]}"
