@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 
 import docker
 
@@ -23,3 +27,17 @@ def our_containers(client: docker.DockerClient, *, owner_pid: int | None = None)
 def shared_client() -> docker.DockerClient:
     """One client for helpers that run outside fixtures (kept open for the session)."""
     return docker.from_env()
+
+
+@contextlib.contextmanager
+def python_process(script: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A separate Python process running ``script``; killed (if still alive) at exit."""
+    process = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        assert process.stderr is not None
+        process.stderr.close()

@@ -6,7 +6,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import docker
@@ -23,7 +22,7 @@ from sandcrew.sandbox import (
     reap_orphans,
 )
 
-from .helpers import our_containers
+from .helpers import our_containers, python_process
 
 pytestmark = pytest.mark.docker
 
@@ -174,13 +173,8 @@ DockerSandbox().run_sync("import time; time.sleep(60)", timeout=60)
 @pytest.fixture
 def long_run_process() -> Iterator[subprocess.Popen[bytes]]:
     """A separate sandcrew process in the middle of a 60-second run."""
-    process = subprocess.Popen([sys.executable, "-c", _LONG_RUN], stderr=subprocess.PIPE)
-    yield process
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    assert process.stderr is not None
-    process.stderr.close()
+    with python_process(_LONG_RUN) as process:
+        yield process
 
 
 async def test_process_killed_mid_run_is_reaped_by_the_next_start(
@@ -230,10 +224,8 @@ DockerSandbox(config).run_sync("import time; time.sleep(60)", timeout=2)
 @pytest.fixture
 def hung_run_process() -> Iterator[subprocess.Popen[bytes]]:
     """A sandcrew process whose 2-second run will not be ended by its owner."""
-    process = subprocess.Popen([sys.executable, "-c", _HUNG_RUN])
-    yield process
-    process.kill()
-    process.wait()
+    with python_process(_HUNG_RUN) as process:
+        yield process
 
 
 async def test_reaper_removes_containers_past_their_deadline_even_if_the_owner_lives(

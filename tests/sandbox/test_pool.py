@@ -6,7 +6,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -28,7 +27,7 @@ from sandcrew.sandbox._execution import execute
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox._streams import CappedBuffer, Demultiplexer
 
-from .helpers import our_containers
+from .helpers import our_containers, python_process
 
 pytestmark = pytest.mark.docker
 
@@ -306,13 +305,8 @@ DockerSandbox(SandboxConfig(pool_size=2)).run_sync("import time; time.sleep(60)"
 @pytest.fixture
 def pooled_run_process() -> Iterator[subprocess.Popen[bytes]]:
     """A separate sandcrew process with a pool, in the middle of a 60-second run."""
-    process = subprocess.Popen([sys.executable, "-c", _POOLED_LONG_RUN], stderr=subprocess.PIPE)
-    yield process
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    assert process.stderr is not None
-    process.stderr.close()
+    with python_process(_POOLED_LONG_RUN) as process:
+        yield process
 
 
 async def test_ctrl_c_removes_the_run_and_the_waiting_containers(
