@@ -46,7 +46,7 @@ _SYSTEM_FOLDERS = frozenset(
 # mistakes such as a memory limit in MiB instead of bytes fail loudly.
 _MINIMUMS: dict[str, int] = {
     "memory_bytes": 8 * MIB,
-    "pids_limit": 4,
+    "pids_limit": 6,
     "open_files_limit": 16,
     "workdir_tmpfs_bytes": MIB,
     "tmp_tmpfs_bytes": MIB,
@@ -80,7 +80,10 @@ class SandboxConfig(BaseModel):
     cpus: float = 1.0
     """CPU quota in cores."""
     pids_limit: int = 64
-    """Processes and threads the container may hold at once (stops fork bombs)."""
+    """Processes and threads the container may hold at once (stops fork bombs).
+
+    Four of them are the sandbox's own: the init, the bootstrap shell and its
+    watchdog (a subshell and its ``sleep``)."""
     network: bool = False
     """Opt-in network access; off means an empty network namespace with only ``lo``."""
     read_only_root: bool = True

@@ -1,28 +1,31 @@
 """One program in one launched container: deliver it, time it, collect what it did.
 
 The deadline counts from the moment the program is sent, not from the
-container's start: a pooled container may have waited for minutes. A host-side
-timer kills the container at the deadline whatever the program prints.
+container's start: a pooled container may have waited for minutes. The worker
+thread that delivers the program also arms the kill, so the deadline holds
+even while the caller's event loop is blocked, whatever the program prints.
 Removing the container is the caller's business.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+import threading
+import time
 from dataclasses import dataclass
-from typing import Any
 
 import docker
 import docker.errors
 
 from ._bootstrap import ACKNOWLEDGEMENT, Delivery
 from ._config import SandboxConfig
-from ._container import LaunchedContainer, explain, translated, vanished
+from ._container import LaunchedContainer, explain, vanished
 from ._errors import SandboxError
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
-from ._streams import CappedBuffer, Demultiplexer, deliver_and_collect
-from ._threads import call_soon, in_thread
+from ._streams import CappedBuffer, deliver_and_collect
+from ._threads import in_thread
+
+# The status of a process ended by SIGKILL, which is what the kernel's OOM killer sends.
+_KILLED_STATUS = 137
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class Outcome:
     stderr: CappedBuffer
     status: int
     timed_out: bool
+    oom_killed: bool
+    """SIGKILLed (or ended without a trailer) while the engine saw the memory limit hit."""
     duration: float
     never_started: bool
     """The container ended without a word before it read its program: nothing ran."""
@@ -47,46 +52,16 @@ async def execute(
     output_limit: int,
 ) -> Outcome:
     """Send the program to the waiting bootstrap and collect its outcome."""
-    loop = asyncio.get_running_loop()
-    sent: asyncio.Future[float] = loop.create_future()
-
-    def mark_sent() -> None:
-        call_soon(loop, _settle, sent, loop.time())
-
     # One thread owns the attach connection from here to its closing, so no
     # cancellation can leak it: once the container is removed it ends anyway.
-    collected = in_thread(_deliver_collect_wait, api, container, delivery, output_limit, mark_sent)
-    kill: asyncio.Future[bool] | None = None
-
-    def at_deadline() -> None:
-        nonlocal kill
-        kill = in_thread(_kill, api, container.container_id)
-
-    timer: asyncio.TimerHandle | None = None
+    collected = in_thread(_run_program, api, container, delivery, time_limit, output_limit)
     try:
-        first: set[asyncio.Future[Any]] = {sent, collected}
-        await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
-        if sent.done():
-            timer = loop.call_at(sent.result() + time_limit, at_deadline)
-        streams, status = await collected
-        duration = loop.time() - sent.result()
+        return await collected
     finally:
         collected.cancel()  # a no-op once done; otherwise nobody awaits it any more
-        if timer is not None:
-            timer.cancel()
-    timed_out = await kill if kill is not None else False
-    return Outcome(
-        stdout=streams.stdout,
-        stderr=streams.stderr,
-        status=status,
-        timed_out=timed_out,
-        duration=duration,
-        never_started=not streams.acknowledged and not streams.received and not timed_out,
-    )
 
 
 async def judge(
-    api: docker.APIClient,
     config: SandboxConfig,
     container: LaunchedContainer,
     outcome: Outcome,
@@ -94,26 +69,14 @@ async def judge(
     language: str,
     time_limit: float,
 ) -> ExecutionResult:
-    """Turn an outcome into the result; asks the engine about memory only for failures."""
-    exit_code = outcome.status
-    oom_killed = False
-    if outcome.timed_out:
-        exit_code = TIMEOUT_EXIT_CODE
-    elif outcome.status != 0:
-        state = await in_thread(
-            translated(
-                lambda: api.inspect_container(container.container_id)["State"],
-                image=container.image,
-            )
-        )
-        oom_killed = bool(state.get("OOMKilled", False))
+    """Turn an outcome into the result."""
     return ExecutionResult(
         language=language,
-        exit_code=exit_code,
+        exit_code=TIMEOUT_EXIT_CODE if outcome.timed_out else outcome.status,
         stdout=outcome.stdout.text(),
         stderr=outcome.stderr.text(),
         timed_out=outcome.timed_out,
-        oom_killed=oom_killed,
+        oom_killed=outcome.oom_killed and not outcome.timed_out,
         stdout_truncated=outcome.stdout.truncated,
         stderr_truncated=outcome.stderr.truncated,
         duration=outcome.duration,
@@ -124,38 +87,92 @@ async def judge(
     )
 
 
-def _settle(future: asyncio.Future[float], value: float) -> None:
-    if not future.done():
-        future.set_result(value)
+class _Deadline:
+    """A kill armed on a thread of its own: it fires even while the caller's loop is blocked.
+
+    :meth:`disarm` returns only once a kill in progress is over, so
+    :attr:`killed` is final afterwards; firing and disarming happen at most once.
+    """
+
+    def __init__(self, api: docker.APIClient, container_id: str, seconds: float) -> None:
+        self._api = api
+        self._container_id = container_id
+        self._lock = threading.Lock()
+        self._over = False
+        self.killed = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.name = "sandcrew-deadline"
+        self._timer.daemon = True
+
+    def arm(self) -> None:
+        self._timer.start()
+
+    def disarm(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._over = True
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._over:
+                return
+            self._over = True
+            self.killed = _kill(self._api, self._container_id)
 
 
-def _deliver_collect_wait(
+def _run_program(
     api: docker.APIClient,
     container: LaunchedContainer,
     delivery: Delivery,
+    time_limit: float,
     limit: int,
-    on_sent: Callable[[], None],
-) -> tuple[Demultiplexer, int]:
-    on_sent()
-    streams = deliver_and_collect(
-        container.connection,
-        delivery.payload,
-        limit=limit,
-        acknowledgement=ACKNOWLEDGEMENT,
-        trailer_mark=delivery.trailer_mark,
-    )
-    if streams.exit_status == 0:
-        # A clean exit with all its output in: no need to wait for the teardown.
-        return streams, 0
-    # The streams end when the program's last process is gone; a program that
-    # closed its stdout but lives on is waited for until the deadline kills it.
+) -> Outcome:
+    deadline = _Deadline(api, container.container_id, time_limit)
+    started = time.monotonic()
+    deadline.arm()
     try:
-        status = api.wait(container.container_id, timeout=None)
+        streams = deliver_and_collect(
+            container.connection,
+            delivery.payload,
+            limit=limit,
+            acknowledgement=ACKNOWLEDGEMENT,
+            trailer_mark=delivery.trailer_mark,
+        )
+        # Both trailers in: the program has ended, whatever its leftovers do.
+        if streams.exit_status is not None:
+            deadline.disarm()
+        duration = time.monotonic() - started
+        status, oom_killed = streams.exit_status, False
+        if status is None or status == _KILLED_STATUS:
+            # No trailer: the stream ended with the container (killed, or its
+            # shell died). A SIGKILL: the engine knows whether memory did it.
+            status, oom_killed = _wait_for_end(api, container.container_id, status)
+    finally:
+        deadline.disarm()
+    timed_out = deadline.killed and streams.exit_status is None
+    return Outcome(
+        stdout=streams.stdout,
+        stderr=streams.stderr,
+        status=status,
+        timed_out=timed_out,
+        oom_killed=oom_killed,
+        duration=duration,
+        never_started=not streams.acknowledged and not streams.received and not timed_out,
+    )
+
+
+def _wait_for_end(api: docker.APIClient, container_id: str, status: int | None) -> tuple[int, bool]:
+    """The container's exit status (unless the trailer told) and whether it hit its memory limit."""
+    try:
+        ended = api.wait(container_id, timeout=None)
+        state = api.inspect_container(container_id)["State"]
     except docker.errors.NotFound:
         raise vanished() from None
     except docker.errors.APIError as exc:
         raise SandboxError(f"Docker failed while waiting for the program: {explain(exc)}") from None
-    return streams, int(status.get("StatusCode", -1))
+    if status is None:
+        status = int(ended.get("StatusCode", -1))
+    return status, bool(state.get("OOMKilled", False))
 
 
 def _kill(api: docker.APIClient, container_id: str) -> bool:

@@ -106,6 +106,12 @@ class ContainerPool:
             claim.add_done_callback(self._give_back)
             raise
 
+    def refuse_runs(self) -> None:
+        """Hand out no more containers and launch none; :meth:`close` still removes them."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
     def close(self) -> None:
         """Discard every waiting container; wait for launches in flight and discard theirs."""
         with self._changed:

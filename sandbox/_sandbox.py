@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import os
 import secrets
 import threading
 import time
@@ -61,6 +62,7 @@ class DockerSandbox:
         # A thread lock, not an asyncio one: run_sync gives every call its own loop.
         self._start_lock = threading.Lock()
         self._pools: dict[str, ContainerPool] = {}
+        self._atexit_pid = os.getpid()
         self._background = BackgroundWork("sandcrew-cleanup")
 
     @property
@@ -111,7 +113,9 @@ class DockerSandbox:
             )
             self._pools[image] = pool
             pool.start()
-        # Pooled containers must not outlive a process that forgot to close the sandbox.
+        # Pooled containers must not outlive a process that forgot to close the
+        # sandbox; a forked child inherits the hook but not the pools' threads.
+        self._atexit_pid = os.getpid()
         atexit.register(self._close_at_exit)
 
     def close(self) -> None:
@@ -122,10 +126,11 @@ class DockerSandbox:
         """
         with self._start_lock:
             try:
-                pools, self._pools = self._pools, {}
-                for pool in pools.values():
-                    pool.close()
-                if pools:
+                for pool in self._pools.values():
+                    pool.refuse_runs()
+                had_pools = bool(self._pools)
+                self._close_pools(list(self._pools))
+                if had_pools:
                     atexit.unregister(self._close_at_exit)
                 self._background.wait()
             finally:
@@ -133,6 +138,17 @@ class DockerSandbox:
                     self._client.close()
                     self._client = None
                 self._started = False
+
+    def _close_pools(self, images: list[str]) -> None:
+        """Close each pool, even when closing another was interrupted; forget it once closed."""
+        if not images:
+            return
+        image, rest = images[0], images[1:]
+        try:
+            self._pools[image].close()
+            del self._pools[image]
+        finally:
+            self._close_pools(rest)
 
     async def aclose(self) -> None:
         """:meth:`close` without blocking the event loop; cancelling it still lets it finish."""
@@ -144,6 +160,8 @@ class DockerSandbox:
             raise
 
     def _close_at_exit(self) -> None:
+        if os.getpid() != self._atexit_pid:
+            return  # a forked child: the pools are its parent's
         with contextlib.suppress(SandboxError):
             self.close()
 
@@ -221,7 +239,7 @@ class DockerSandbox:
         name, image, limit = self._check(code, language, time_limit)
         await self.start()
         api = self.client.api
-        delivery = program_delivery(name, code)
+        delivery = program_delivery(name, code, time_limit=limit)
         attempt = 0
         while True:
             attempt += 1
@@ -239,7 +257,7 @@ class DockerSandbox:
                 # the program goes to another container.
                 if not (outcome.never_started and container.pooled):
                     result = await judge(
-                        api, self.config, container, outcome, language=name, time_limit=limit
+                        self.config, container, outcome, language=name, time_limit=limit
                     )
             except BaseException:
                 await asyncio.shield(in_thread(discard_container, api, container))
@@ -307,7 +325,14 @@ class DockerSandbox:
             raise UnsupportedLanguageError(language, supported)
         if not code.strip():
             raise EmptyCodeError()
-        size = len(code.encode())
+        try:
+            size = len(code.encode())
+        except UnicodeEncodeError as exc:
+            raise UserError(
+                f"The code is not valid text: the character at position {exc.start} "
+                f"({code[exc.start]!r}) is a lone surrogate, which has no UTF-8 form; "
+                "remove it or decode the source with errors='replace'"
+            ) from None
         if size > self.config.max_code_bytes:
             raise CodeTooLargeError(size, self.config.max_code_bytes)
         limit = self.config.timeout if timeout is None else timeout

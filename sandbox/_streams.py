@@ -198,9 +198,8 @@ def deliver_and_collect(
 
     Blocking; meant for a worker thread. The stream ends when the container's
     last process is gone (or the container is killed or removed), or as soon as
-    both trailers report a clean exit: a failure is read to the very end,
-    where the engine can tell whether it was a kill for memory. The connection
-    is closed afterwards.
+    both trailers report the program's exit status. The connection is closed
+    afterwards.
     """
     connection = raw_connection(attached)
     if connection is None:
@@ -226,7 +225,7 @@ def deliver_and_collect(
             if not chunk:
                 break
             demultiplexer.feed(chunk)
-            if demultiplexer.exit_status == 0:
+            if demultiplexer.exit_status is not None:
                 break
     finally:
         close_connection(attached)

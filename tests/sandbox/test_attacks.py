@@ -65,6 +65,36 @@ async def test_memory_bomb_is_killed_for_memory(sandbox: DockerSandbox) -> None:
     assert result.to_runner_message().splitlines()[1] == "killed: out of memory (limit 256 MiB)"
 
 
+async def test_a_program_killed_by_a_signal_keeps_its_own_stderr(sandbox: DockerSandbox) -> None:
+    code = (
+        "import os, signal, sys\n"
+        "print('bye', file=sys.stderr, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    result = await sandbox.run(code)
+    assert result.exit_code == 137
+    assert result.stderr == "bye\n"  # no "Killed" from the bootstrap shell
+    assert not result.oom_killed
+    assert not result.timed_out
+
+
+async def test_a_program_that_survives_its_childs_memory_kill_is_not_blamed(
+    sandbox: DockerSandbox,
+) -> None:
+    child = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))"
+    code = (
+        "import subprocess, sys\n"
+        f"child = subprocess.run([sys.executable, '-c', {child!r}])\n"
+        "print('child', child.returncode)\n"
+        "sys.exit(1)\n"
+    )
+    result = await sandbox.run(code)
+    assert result.stdout == "child -9\n", result
+    assert result.exit_code == 1
+    assert not result.oom_killed
+    assert not result.timed_out
+
+
 async def test_infinite_loop_times_out(sandbox: DockerSandbox) -> None:
     started = time.monotonic()
     result = await sandbox.run("print('spinning', flush=True)\nwhile True:\n    pass\n")

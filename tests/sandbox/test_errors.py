@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.errors import UserError
 from sandcrew.sandbox import (
     CodeTooLargeError,
     DockerSandbox,
@@ -48,6 +49,14 @@ async def test_oversized_code_names_the_limit() -> None:
     assert "1001 bytes" in str(caught.value)
     assert "at most 1000 bytes" in str(caught.value)
     assert "max_code_bytes" in str(caught.value)
+
+
+async def test_a_lone_surrogate_names_its_position() -> None:
+    with pytest.raises(UserError) as caught:
+        await DockerSandbox().run("print('\ud800')")
+    assert "position 7" in str(caught.value)
+    assert "'\\ud800'" in str(caught.value)
+    assert "lone surrogate" in str(caught.value)
 
 
 def test_constructor_does_not_connect(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 
 import docker
@@ -21,6 +22,7 @@ from sandcrew.sandbox import (
     SandboxError,
     reap_orphans,
 )
+from sandcrew.sandbox._bootstrap import WATCHDOG_GRACE
 
 from .helpers import our_containers, python_process
 
@@ -243,3 +245,27 @@ async def test_reaper_removes_containers_past_their_deadline_even_if_the_owner_l
 
     assert container_id in removed
     assert our_containers(docker_client, owner_pid=owner.pid) == []
+
+
+_ABANDONED_RUN = """
+from sandcrew.sandbox import DockerSandbox
+DockerSandbox().run_sync("while True:\\n    pass\\n", timeout=2)
+"""
+
+
+async def test_a_container_ends_itself_when_its_owner_is_killed_mid_run(
+    docker_client: docker.DockerClient,
+) -> None:
+    with python_process(_ABANDONED_RUN) as owner:
+        container_id = await _wait_for_container(docker_client, owner.pid, owner)
+        await asyncio.sleep(1.0)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    try:
+        # The run's 2 s, the watchdog's grace, and some slack for the engine.
+        give_up = time.monotonic() + 2 + WATCHDOG_GRACE + 3
+        while docker_client.api.inspect_container(container_id)["State"]["Running"]:
+            assert time.monotonic() < give_up, "the container outlived its watchdog"
+            await asyncio.sleep(0.2)
+    finally:
+        docker_client.api.remove_container(container_id, force=True)

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -27,6 +28,7 @@ from sandcrew.sandbox._execution import execute
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox._streams import CappedBuffer, Demultiplexer
 
+from .conftest import IMAGE
 from .helpers import our_containers, python_process
 
 pytestmark = pytest.mark.docker
@@ -205,6 +207,52 @@ async def test_closing_removes_the_waiting_containers(docker_client: docker.Dock
     assert our_containers(docker_client) == []
 
 
+def test_an_interrupted_close_still_closes_every_pool(
+    docker_client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two image references, so two pools.
+    images = {"python": IMAGE, "bash": str(docker_client.images.get(IMAGE).id)}
+    sandbox = DockerSandbox(SandboxConfig(pool_size=1, images=images), docker_client=docker_client)
+    sandbox.__enter__()
+    first = sandbox._pools[IMAGE]
+    close_first = first.close
+
+    def interrupted() -> None:
+        close_first()
+        raise KeyboardInterrupt  # Ctrl-C right after the first pool closed
+
+    monkeypatch.setattr(first, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sandbox.close()
+    assert list(sandbox._pools.values()) == [first]  # kept, so the next close finishes it
+    monkeypatch.undo()
+    sandbox.close()
+    assert our_containers(docker_client) == []
+
+
+_FORKING_OWNER = """
+import os, sys
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
+sandbox = DockerSandbox(SandboxConfig(pool_size=1))
+sandbox.__enter__()
+if os.fork() == 0:
+    sys.exit(0)  # a forked worker that ends normally runs the exit hooks it inherited
+os.wait()
+api = sandbox.client.api
+for pool in sandbox._pools.values():
+    for member in pool._idle:
+        print(api.inspect_container(member.container_id)["State"]["Running"])
+sandbox.close()
+"""
+
+
+def test_a_forked_child_leaves_the_parents_pool_alone() -> None:
+    owner = subprocess.run(
+        [sys.executable, "-c", _FORKING_OWNER], capture_output=True, timeout=60, check=True
+    )
+    assert owner.stdout.split() == [b"True"], owner.stderr
+
+
 def test_leaving_the_sync_block_removes_the_waiting_containers(
     docker_client: docker.DockerClient,
 ) -> None:
@@ -371,7 +419,7 @@ async def test_a_container_that_died_before_its_program_is_told_apart(
     try:
         api.kill(container.container_id, signal="SIGKILL")
         api.wait(container.container_id)
-        delivery = program_delivery("python", "print('never')")
+        delivery = program_delivery("python", "print('never')", time_limit=3.0)
         outcome = await execute(api, container, delivery, time_limit=3.0, output_limit=1024)
     finally:
         discard_container(api, container)

@@ -1,0 +1,46 @@
+"""The deadline: a program that ends in time is never called timed out, and the kill holds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import docker
+import pytest
+
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
+
+pytestmark = pytest.mark.docker
+
+_ENDS_JUST_IN_TIME = "import sys, time\ntime.sleep(0.8)\nprint('finished')\nsys.exit(1)\n"
+
+
+@pytest.mark.parametrize("pool_size", [0, 1], ids=["cold", "pooled"])
+async def test_a_failure_just_before_the_deadline_is_not_a_timeout(
+    docker_client: docker.DockerClient, pool_size: int
+) -> None:
+    config = SandboxConfig(timeout=1.0, pool_size=pool_size)
+    async with DockerSandbox(config, docker_client=docker_client) as sandbox:
+        for _ in range(4):
+            result = await sandbox.run(_ENDS_JUST_IN_TIME)
+            assert not result.timed_out, result
+            assert result.exit_code == 1
+            assert result.stdout == "finished\n"
+
+
+async def test_the_deadline_fires_while_the_event_loop_is_blocked(
+    docker_client: docker.DockerClient,
+) -> None:
+    counter = "import time\nfor i in range(100):\n    print(i, flush=True)\n    time.sleep(0.2)\n"
+
+    async def block_the_loop() -> None:
+        await asyncio.sleep(0.3)
+        time.sleep(3)  # noqa: ASYNC251 - the caller blocks its own loop, on purpose
+
+    async with DockerSandbox(SandboxConfig(timeout=1.0), docker_client=docker_client) as sandbox:
+        result, _ = await asyncio.gather(sandbox.run(counter), block_the_loop())
+
+    assert result.timed_out, result
+    assert result.exit_code == 124
+    assert result.duration < 2.5
+    assert len(result.stdout.splitlines()) <= 7, result.stdout
