@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,15 @@ async def test_network_is_opt_in(docker_client: docker.DockerClient) -> None:
     assert result.stdout == "['eth0', 'lo']\n"
 
 
+def _total_size(files: Iterable[Path]) -> int:
+    """Sizes of ``files``; one that rotation removed between listing and reading counts 0."""
+    total = 0
+    for file in files:
+        with contextlib.suppress(FileNotFoundError):
+            total += file.stat().st_size
+    return total
+
+
 async def _inspect_while_running(
     client: docker.DockerClient, sandbox: DockerSandbox, code: str
 ) -> tuple[dict[str, Any], int]:
@@ -166,12 +177,7 @@ async def _inspect_while_running(
         log_path = inspection["LogPath"]
         # Rotation briefly renames the file (to .1): count every log file of it.
         log_size = (
-            sum(
-                file.stat().st_size
-                for file in Path(log_path).parent.glob(f"{Path(log_path).name}*")
-            )
-            if log_path
-            else 0
+            _total_size(Path(log_path).parent.glob(f"{Path(log_path).name}*")) if log_path else 0
         )
     finally:
         result = await run
