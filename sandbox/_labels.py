@@ -22,7 +22,27 @@ PRODUCT_FILTER = f"{PRODUCT_LABEL}={PRODUCT}"
 
 @cache
 def owner_host() -> str:
-    return socket.gethostname()
+    """Where the owner's pid means something: host name, boot and pid namespace.
+
+    Two processes only compare pids when this matches, so a process in another pid
+    namespace (a container sharing the engine, a CI job) is never taken for dead.
+    """
+    return ":".join([socket.gethostname(), _boot_id(), _pid_namespace()])
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+            return file.read().strip()[:8]
+    except OSError:
+        return "unknown-boot"
+
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "unknown-pidns"
 
 
 def container_labels(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,7 +24,14 @@ from sandcrew.sandbox import (
     reap_orphans,
 )
 from sandcrew.sandbox._bootstrap import WATCHDOG_GRACE
+from sandcrew.sandbox._labels import (
+    OWNER_HOST_LABEL,
+    OWNER_PID_LABEL,
+    container_labels,
+    owner_host,
+)
 
+from .conftest import IMAGE
 from .helpers import our_containers, python_process
 
 pytestmark = pytest.mark.docker
@@ -269,3 +277,40 @@ async def test_a_container_ends_itself_when_its_owner_is_killed_mid_run(
             await asyncio.sleep(0.2)
     finally:
         docker_client.api.remove_container(container_id, force=True)
+
+
+def test_owners_in_another_pid_namespace_are_not_taken_for_dead(
+    docker_client: docker.DockerClient,
+) -> None:
+    dead_pid = _a_pid_that_does_not_exist()
+    hostname = owner_host().split(":")[0]
+    created = []
+    try:
+        for owner in (owner_host(), f"{hostname}:another-boot:another-pidns"):
+            labels = container_labels(
+                run_id=f"ns-{owner}", created_at=time.time(), deadline=time.time() + 600
+            )
+            labels[OWNER_PID_LABEL] = str(dead_pid)
+            labels[OWNER_HOST_LABEL] = owner
+            created.append(docker_client.api.create_container(IMAGE, ["true"], labels=labels)["Id"])
+        removed = reap_orphans(docker_client)
+        # Same host, same pid namespace, dead pid: orphaned. Another namespace: pids mean
+        # nothing here, so only its deadline may end it.
+        assert created[0] in removed
+        assert created[1] not in removed
+    finally:
+        for container_id in created:
+            with contextlib.suppress(docker.errors.NotFound):
+                docker_client.api.remove_container(container_id, force=True)
+
+
+def _a_pid_that_does_not_exist() -> int:
+    pid = 4_000_000
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid += 1
