@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from sandcrew.agents import FunctionCallRequiredError, Message, render_message
-from sandcrew.cli._docker import parse_memory
+from sandcrew.cli._docker import sandbox_overrides
 from sandcrew.crew import CrewMode, CrewResult, solve_task
 from sandcrew.errors import UserError
 from sandcrew.sandbox import ExecutionResult
@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
                 "token_budget": max_tokens,
                 "time_budget": timeout,
                 "role_models": _role_models(admin_model, coder_model, reviewer_model),
-                "sandbox": _sandbox_overrides(image, run_timeout, memory),
+                "sandbox": sandbox_overrides(timeout=run_timeout, memory=memory, image=image),
             },
             config_path=config,
         )
@@ -152,19 +152,6 @@ def _run_summary(run: ExecutionResult) -> dict[str, Any]:
 def _role_models(admin: str | None, coder: str | None, reviewer: str | None) -> dict[str, str]:
     chosen = {"admin": admin, "coder": coder, "reviewer": reviewer}
     return {role: name for role, name in chosen.items() if name}
-
-
-def _sandbox_overrides(
-    image: str | None, run_timeout: float | None, memory: str | None
-) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    if image is not None:
-        overrides["images"] = {"python": image, "bash": image}
-    if run_timeout is not None:
-        overrides["timeout"] = run_timeout
-    if memory is not None:
-        overrides["memory_bytes"] = parse_memory(memory)
-    return overrides
 
 
 def _render(message: Message) -> RenderableType:
