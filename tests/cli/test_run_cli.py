@@ -8,16 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.process import run_cli
-
-FIBONACCI_PROGRAM = """
-def fibonacci(n):
-    a, b = 0, 1
-    for _ in range(n):
-        a, b = b, a + b
-    return a
-
-print(fibonacci(39))
-"""
+from tests.programs import FIBONACCI_PROGRAM
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from sandcrew.crew import CrewSettings
 from sandcrew.sandbox import SandboxConfig
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.process import run_cli
+from tests.programs import FIBONACCI_PROGRAM
 from tests.sandbox.helpers import our_containers
 
 __all__ = ["run_cli"]
@@ -19,15 +20,7 @@ __all__ = ["run_cli"]
 FIBONACCI_TASK = "What's the 39th fibonacci number?"
 FIBONACCI_ANSWER = "63245986"
 
-FIBONACCI_CODE = """```python
-def fibonacci(n):
-    a, b = 0, 1
-    for _ in range(n):
-        a, b = b, a + b
-    return a
-
-print(fibonacci(39))
-```"""
+FIBONACCI_CODE = f"```python\n{FIBONACCI_PROGRAM}```"
 
 ALL_GOOD = {
     "has_multiple_code_blocks": False,
