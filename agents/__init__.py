@@ -6,8 +6,8 @@ Middleware order: ``agent.use(a).use(b)`` runs ``b`` first (outermost), then ``a
 agent — the last registered middleware runs first, as in AutoGen.NET.
 """
 
-from sandcrew._text import trim_middle as trim_text
-from sandcrew.agents._agent import (
+from ..core import trim_middle as trim_text
+from ._agent import (
     Agent,
     BaseAgent,
     DefaultReplyAgent,
@@ -17,21 +17,21 @@ from sandcrew.agents._agent import (
     ToolChoice,
     use,
 )
-from sandcrew.agents._function_call import (
+from ._function_call import (
     FunctionCallAttempt,
     FunctionCallMiddleware,
     FunctionCallRequiredError,
 )
-from sandcrew.agents._graph import Condition, Graph, Transition
-from sandcrew.agents._group_chat import ChatResult, ChatStream, GroupChat, StopReason
-from sandcrew.agents._human import (
+from ._graph import Condition, Graph, Transition
+from ._group_chat import ChatResult, ChatStream, GroupChat, StopReason
+from ._human import (
     HUMAN_INPUT_PROMPT,
     AssistantAgent,
     HumanInputMiddleware,
     HumanInputMode,
     UserProxyAgent,
 )
-from sandcrew.agents._messages import (
+from ._messages import (
     CLEAR_MESSAGES,
     TERMINATE,
     AggregateMessage,
@@ -46,8 +46,8 @@ from sandcrew.agents._messages import (
     is_terminate,
     terminate_message,
 )
-from sandcrew.agents._openai_agent import AGENT_HEADER, OpenAIChatAgent
-from sandcrew.agents._orchestrators import (
+from ._openai_agent import AGENT_HEADER, OpenAIChatAgent
+from ._orchestrators import (
     AmbiguousWorkflowError,
     OrchestrationContext,
     Orchestrator,
@@ -55,9 +55,9 @@ from sandcrew.agents._orchestrators import (
     RoundRobinOrchestrator,
     WorkflowOrchestrator,
 )
-from sandcrew.agents._print import PrintMessageMiddleware, render_message
-from sandcrew.agents._trim import TrimContextMiddleware
-from sandcrew.agents._two_agent import GroupChatManager, initiate_chat, send
+from ._print import PrintMessageMiddleware, render_message
+from ._trim import TrimContextMiddleware
+from ._two_agent import GroupChatManager, initiate_chat, send
 
 __all__ = [
     "AGENT_HEADER",

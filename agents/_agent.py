@@ -17,8 +17,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from sandcrew.agents._messages import Message, TextMessage
-from sandcrew.errors import UserError
+from ..core import UserError
+from ._messages import Message, TextMessage
 
 ToolChoice = Literal["auto", "none", "required"] | dict[str, Any]
 

@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sandcrew.agents._agent import Agent, GenerateReplyOptions, ToolChoice
-from sandcrew.agents._messages import (
+from ..core import ModelBehaviorError, UserError
+from ._agent import Agent, GenerateReplyOptions, ToolChoice
+from ._messages import (
     AggregateMessage,
     Message,
     TextMessage,
@@ -35,10 +36,9 @@ from sandcrew.agents._messages import (
     Usage,
     add_usage,
 )
-from sandcrew.errors import ModelBehaviorError, UserError
 
 if TYPE_CHECKING:
-    from sandcrew.functions import FunctionTool
+    from ..functions import FunctionTool
 
 
 @dataclass(frozen=True)

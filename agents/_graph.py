@@ -11,8 +11,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sandcrew.agents._agent import Agent
-from sandcrew.agents._messages import Message
+from ._agent import Agent
+from ._messages import Message
 
 Condition = Callable[[Sequence[Message]], Awaitable[bool] | bool]
 """``(history) -> bool`` (or an awaitable of it): may this transition be taken now?"""

@@ -28,9 +28,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from sandcrew.agents._agent import Agent
-from sandcrew.agents._graph import Graph
-from sandcrew.agents._messages import (
+from ..core import SandcrewError, UserError
+from ._agent import Agent
+from ._graph import Graph
+from ._messages import (
     Message,
     TextMessage,
     Usage,
@@ -38,14 +39,13 @@ from sandcrew.agents._messages import (
     is_terminate,
     with_sender,
 )
-from sandcrew.agents._orchestrators import (
+from ._orchestrators import (
     OrchestrationContext,
     Orchestrator,
     RolePlayOrchestrator,
     RoundRobinOrchestrator,
     WorkflowOrchestrator,
 )
-from sandcrew.errors import SandcrewError, UserError
 
 _T = TypeVar("_T")
 

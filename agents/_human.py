@@ -29,14 +29,14 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import ClassVar, TextIO, TypeVar
 
-from sandcrew.agents._agent import (
+from ._agent import (
     Agent,
     BaseAgent,
     DefaultReplyAgent,
     GenerateReplyOptions,
     MiddlewareAgent,
 )
-from sandcrew.agents._messages import Message, TextMessage, is_terminate, terminate_message
+from ._messages import Message, TextMessage, is_terminate, terminate_message
 
 HUMAN_INPUT_PROMPT = "Please give feedback: Press enter or type 'exit' to stop the conversation."
 EXIT_KEYWORD = "exit"

@@ -22,8 +22,15 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion
 
-from sandcrew.agents._agent import BaseAgent, GenerateReplyOptions, ToolChoice
-from sandcrew.agents._messages import (
+from ..core import (
+    ConfigurationError,
+    ErrorCode,
+    InfrastructureError,
+    ModelBehaviorError,
+    UserError,
+)
+from ._agent import BaseAgent, GenerateReplyOptions, ToolChoice
+from ._messages import (
     AggregateMessage,
     Message,
     TextMessage,
@@ -32,7 +39,6 @@ from sandcrew.agents._messages import (
     ToolResultMessage,
     Usage,
 )
-from sandcrew.errors import ConfigurationError, InfrastructureError, ModelBehaviorError, UserError
 
 AGENT_HEADER = "X-Sandcrew-Agent"
 """Every request names the calling agent in this header (scripted test servers match on it)."""
@@ -275,7 +281,7 @@ class OpenAIChatAgent(BaseAgent):
         return InfrastructureError(
             f"the model endpoint {self.base_url} {what} after {retries + 1} attempt(s) "
             f"(agent {self.name!r}); check that the server is running and base_url is right",
-            code="model_unreachable",
+            code=ErrorCode.MODEL_UNREACHABLE,
             retryable=True,
         )
 
@@ -294,11 +300,13 @@ class OpenAIChatAgent(BaseAgent):
         if status == 429 or status >= 500:
             return InfrastructureError(
                 f"{where} kept failing after {self.client.max_retries + 1} attempt(s): {detail}",
-                code="model_error",
+                code=ErrorCode.MODEL_ERROR,
                 retryable=True,
             )
         return InfrastructureError(
-            f"{where} rejected the request: {detail}", code="model_rejected", retryable=False
+            f"{where} rejected the request: {detail}",
+            code=ErrorCode.MODEL_REJECTED,
+            retryable=False,
         )
 
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sandcrew.agents._agent import Agent, GenerateReplyOptions, agent_description
-from sandcrew.agents._graph import Graph
-from sandcrew.agents._messages import Message, TextMessage, Usage, add_usage
-from sandcrew.errors import ModelBehaviorError, UserError
+from ..core import ModelBehaviorError, UserError
+from ._agent import Agent, GenerateReplyOptions, agent_description
+from ._graph import Graph
+from ._messages import Message, TextMessage, Usage, add_usage
 
 
 @dataclass

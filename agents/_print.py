@@ -11,8 +11,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sandcrew.agents._agent import Agent, GenerateReplyOptions
-from sandcrew.agents._messages import (
+from ._agent import Agent, GenerateReplyOptions
+from ._messages import (
     AggregateMessage,
     Message,
     ToolCall,

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sandcrew._text import trim_middle as trim_text
-from sandcrew.agents._agent import Agent, GenerateReplyOptions
-from sandcrew.agents._messages import (
+from ..core import UserError
+from ..core import trim_middle as trim_text
+from ._agent import Agent, GenerateReplyOptions
+from ._messages import (
     AggregateMessage,
     Message,
     TextMessage,
     ToolCallMessage,
     ToolResultMessage,
 )
-from sandcrew.errors import UserError
 
 
 def trim_message(message: Message, max_chars: int) -> Message:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sandcrew.agents._agent import Agent, BaseAgent, GenerateReplyOptions
-from sandcrew.agents._group_chat import ChatResult, ChatStream, GroupChat, StopReason
-from sandcrew.agents._messages import Message, TextMessage
-from sandcrew.errors import UserError
+from ..core import UserError
+from ._agent import Agent, BaseAgent, GenerateReplyOptions
+from ._group_chat import ChatResult, ChatStream, GroupChat, StopReason
+from ._messages import Message, TextMessage
 
 
 class GroupChatManager(BaseAgent):

@@ -6,9 +6,9 @@
 the model's JSON arguments, returning a :class:`ToolResult` instead of raising on bad input.
 """
 
-from sandcrew.functions._contract import FunctionContract, ParameterContract, ToolResult
-from sandcrew.functions._errors import FunctionDefinitionError
-from sandcrew.functions._tool import FunctionTool, function
+from ._contract import FunctionContract, ParameterContract, ToolResult
+from ._errors import FunctionDefinitionError
+from ._tool import FunctionTool, function
 
 __all__ = [
     "FunctionContract",

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator, ValidationError
 from pydantic import ValidationError as PydanticValidationError
 
-from sandcrew.functions._schema import NULL_SCHEMA, JsonSchema, describe_shape, example_value
+from ._schema import NULL_SCHEMA, JsonSchema, describe_shape, example_value
 
 ProblemKind = Literal["missing", "extra", "value"]
 _FIXES: dict[ProblemKind, str] = {

@@ -22,10 +22,10 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import PydanticJsonSchemaWarning
 from pydantic_core import PydanticSerializationError, PydanticUndefined, to_jsonable_python
 
-from sandcrew.functions._contract import FunctionContract, ParameterContract
-from sandcrew.functions._docstrings import DocstringInfo, read_docstring
-from sandcrew.functions._errors import FunctionDefinitionError
-from sandcrew.functions._schema import (
+from ._contract import FunctionContract, ParameterContract
+from ._docstrings import DocstringInfo, read_docstring
+from ._errors import FunctionDefinitionError
+from ._schema import (
     DEFS_PREFIX,
     JsonSchema,
     accepts_null,

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from sandcrew.errors import UserError
-from sandcrew.functions._schema import JsonSchema, nullable, referenced_defs
-from sandcrew.functions._strict import to_strict
+from ..core import UserError
+from ._schema import JsonSchema, nullable, referenced_defs
+from ._strict import to_strict
 
 
 class ParameterContract(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandcrew.errors import UserError
+from ..core import UserError
 
 
 class FunctionDefinitionError(UserError):

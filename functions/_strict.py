@@ -15,7 +15,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from sandcrew.functions._schema import (
+from ._schema import (
     JsonSchema,
     accepts_null,
     def_name,

@@ -12,17 +12,17 @@ from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError as PydanticValidationError
 
-from sandcrew.errors import UserError
-from sandcrew.functions._arguments import (
+from ..core import UserError
+from ._arguments import (
     ArgumentProblems,
     parse_arguments,
     pydantic_problems,
     schema_problems,
 )
-from sandcrew.functions._build import FunctionSpec, inspect_function
-from sandcrew.functions._contract import FunctionContract, ToolResult
-from sandcrew.functions._serialize import serialize_result
-from sandcrew.functions._strict import restore_omitted
+from ._build import FunctionSpec, inspect_function
+from ._contract import FunctionContract, ToolResult
+from ._serialize import serialize_result
+from ._strict import restore_omitted
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -15,8 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from sandcrew.errors import ConfigurationError
-
+from ..core import ConfigurationError
 from ._images import DEFAULT_IMAGES
 from ._languages import normalize_language
 
@@ -66,7 +65,7 @@ class SandboxConfig(BaseModel):
 
     Defaults are hardened; relaxations (``network=True``, more memory, another
     ``runtime`` such as ``"runsc"``) are explicit. Invalid values raise
-    :class:`~sandcrew.errors.ConfigurationError` listing every problem at once.
+    :class:`~sandcrew.core.ConfigurationError` listing every problem at once.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

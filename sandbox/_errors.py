@@ -6,7 +6,7 @@ errors: they are data in :class:`~sandcrew.sandbox.ExecutionResult`.
 
 from __future__ import annotations
 
-from sandcrew.errors import InfrastructureError, UserError
+from ..core import ErrorCode, InfrastructureError, UserError
 
 BUILD_IMAGES_COMMAND = "sandcrew images build"
 
@@ -14,13 +14,13 @@ BUILD_IMAGES_COMMAND = "sandcrew images build"
 class SandboxError(InfrastructureError):
     """The sandbox infrastructure (Docker, the container) failed, not the user's code."""
 
-    code = "sandbox"
+    code = ErrorCode.SANDBOX
 
 
 class DockerUnavailableError(SandboxError):
     """The Docker engine cannot be reached; the message names DOCKER_HOST and the endpoint."""
 
-    code = "docker_unavailable"
+    code = ErrorCode.DOCKER_UNAVAILABLE
     retryable = True
 
     def __init__(self, endpoint: str, reason: str) -> None:
@@ -35,7 +35,7 @@ class DockerUnavailableError(SandboxError):
 class ImageNotFoundError(SandboxError):
     """The sandbox image for a language has not been built on this engine."""
 
-    code = "image_not_found"
+    code = ErrorCode.IMAGE_NOT_FOUND
 
     def __init__(self, image: str) -> None:
         super().__init__(

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandcrew.errors import InfrastructureError
+from ..core import ErrorCode, InfrastructureError
 
 if TYPE_CHECKING:
     import docker
@@ -42,7 +42,7 @@ Progress = Callable[[str], None]
 class ImageBuildError(InfrastructureError):
     """Building a sandbox image failed; the message says which step and why."""
 
-    code = "image_build_failed"
+    code = ErrorCode.IMAGE_BUILD_FAILED
 
 
 class BaseSource(enum.StrEnum):

@@ -29,8 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from sandcrew.errors import UserError
-
+from ..core import UserError
 from ._container import LaunchedContainer
 from ._streams import connection_is_quiet
 from ._threads import BackgroundWork

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from sandcrew._text import trim_middle
+from ..core import trim_middle
 
 RUNNER_RESULT_MARKER = "[RUNNER_RESULT]"
 TIMEOUT_EXIT_CODE = 124

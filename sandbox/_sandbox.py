@@ -15,8 +15,7 @@ from typing import Self
 
 import docker
 
-from sandcrew.errors import ConfigurationError, UserError
-
+from ..core import ConfigurationError, UserError
 from ._bootstrap import program_delivery
 from ._config import SandboxConfig
 from ._container import Launch, LaunchedContainer, create_options, discard_container

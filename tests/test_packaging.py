@@ -41,6 +41,7 @@ def test_wheel_maps_the_library_folders_under_sandcrew(wheel: Path) -> None:
         "sandcrew/functions/__init__.py",
         "sandcrew/sandbox/__init__.py",
         "sandcrew/agents/__init__.py",
+        "sandcrew/core/__init__.py",
         "sandcrew/crew/__init__.py",
         "sandcrew/suites/__init__.py",
         "sandcrew/testing/pytest_plugin.py",
@@ -50,7 +51,9 @@ def test_wheel_maps_the_library_folders_under_sandcrew(wheel: Path) -> None:
     ):
         assert expected in names
     # Bare top-level names would collide with other packages (e.g. `agents`).
-    assert not any(name.split("/")[0] in {"functions", "sandbox", "agents"} for name in names)
+    assert not any(
+        name.split("/")[0] in {"core", "functions", "sandbox", "agents"} for name in names
+    )
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "sandcrew = sandcrew.cli:main" in text

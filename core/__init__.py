@@ -1,0 +1,26 @@
+"""The shared core of sandcrew's libraries: the error hierarchy and text helpers.
+
+``sandcrew.functions``, ``sandcrew.sandbox`` and ``sandcrew.agents`` build on this
+package and on nothing else of sandcrew's; it depends on nothing but the standard
+library.
+"""
+
+from ._errors import (
+    ConfigurationError,
+    ErrorCode,
+    InfrastructureError,
+    ModelBehaviorError,
+    SandcrewError,
+    UserError,
+)
+from ._text import trim_middle
+
+__all__ = [
+    "ConfigurationError",
+    "ErrorCode",
+    "InfrastructureError",
+    "ModelBehaviorError",
+    "SandcrewError",
+    "UserError",
+    "trim_middle",
+]
