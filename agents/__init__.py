@@ -46,7 +46,15 @@ from ._messages import (
     is_terminate,
     terminate_message,
 )
-from ._openai_agent import AGENT_HEADER, OpenAIChatAgent
+from ._openai_agent import (
+    AGENT_HEADER,
+    EmptyReplyError,
+    EndpointTimeoutError,
+    ModelReplyError,
+    OpenAIChatAgent,
+    ToolsUnsupportedError,
+    spent_usage,
+)
 from ._orchestrators import (
     AmbiguousWorkflowError,
     OrchestrationContext,
@@ -56,6 +64,7 @@ from ._orchestrators import (
     WorkflowOrchestrator,
 )
 from ._print import PrintMessageMiddleware, render_message
+from ._tokens import TokenBudgetExhaustedError, TokenMeter, estimate_tokens
 from ._trim import TrimContextMiddleware
 from ._two_agent import GroupChatManager, initiate_chat, send
 
@@ -73,6 +82,8 @@ __all__ = [
     "ChatStream",
     "Condition",
     "DefaultReplyAgent",
+    "EmptyReplyError",
+    "EndpointTimeoutError",
     "FunctionCallAttempt",
     "FunctionCallMiddleware",
     "FunctionCallRequiredError",
@@ -85,6 +96,7 @@ __all__ = [
     "Message",
     "Middleware",
     "MiddlewareAgent",
+    "ModelReplyError",
     "OpenAIChatAgent",
     "OrchestrationContext",
     "Orchestrator",
@@ -93,21 +105,26 @@ __all__ = [
     "RoundRobinOrchestrator",
     "StopReason",
     "TextMessage",
+    "TokenBudgetExhaustedError",
+    "TokenMeter",
     "ToolCall",
     "ToolCallMessage",
     "ToolCallResult",
     "ToolChoice",
     "ToolResultMessage",
+    "ToolsUnsupportedError",
     "Transition",
     "TrimContextMiddleware",
     "Usage",
     "UserProxyAgent",
     "WorkflowOrchestrator",
+    "estimate_tokens",
     "initiate_chat",
     "is_clear",
     "is_terminate",
     "render_message",
     "send",
+    "spent_usage",
     "terminate_message",
     "trim_text",
     "use",

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from ..core import SandcrewError, UserError
 from ._agent import Agent
 from ._graph import Graph
+from ._openai_agent import spent_usage
 from ._messages import (
     Message,
     TextMessage,
@@ -362,7 +363,8 @@ class _ChatRun:
             self._finish(StopReason.TIME_BUDGET, self._time_detail() + f" (while {stage} worked)")
             return None
         except SandcrewError as error:
-            self._spend(context.usage)
+            # A failed model request still cost tokens (the prompt was read).
+            self._spend(context.usage, spent_usage(error))
             detail = f"{type(error).__name__} from {stage}: {error}"
             self._finish(StopReason.ERROR, detail, error)
             return None

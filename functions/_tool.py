@@ -6,6 +6,7 @@ import asyncio
 import copy
 import functools
 import inspect
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 
@@ -15,8 +16,10 @@ from pydantic import ValidationError as PydanticValidationError
 from ..core import UserError
 from ._arguments import (
     ArgumentProblems,
-    parse_arguments,
+    ReadArguments,
     pydantic_problems,
+    read_arguments,
+    repair_values,
     schema_problems,
 )
 from ._build import FunctionSpec, inspect_function
@@ -34,9 +37,11 @@ _MAX_EXCEPTION_TEXT = 500
 class _PreparedCall:
     """Validated, converted arguments ready to be passed to the function."""
 
-    def __init__(self, args: list[Any], kwargs: dict[str, Any]) -> None:
+    def __init__(self, args: list[Any], kwargs: dict[str, Any], read: ReadArguments) -> None:
         self.args = args
         self.kwargs = kwargs
+        self.repairs = read.repairs
+        self.arguments = json.dumps(read.value) if read.repairs else None
 
 
 class FunctionTool(Generic[P, R]):
@@ -132,7 +137,7 @@ class FunctionTool(Generic[P, R]):
                 value = self._invoke(prepared)
         except Exception as error:
             return self._raised(error)
-        return self._result(value)
+        return self._result(value, prepared)
 
     async def acall_json(self, arguments: str) -> ToolResult:
         """Like :meth:`call_json`; a sync function runs in a worker thread."""
@@ -147,7 +152,7 @@ class FunctionTool(Generic[P, R]):
                 value = await asyncio.to_thread(self._invoke, prepared)
         except Exception as error:
             return self._raised(error)
-        return self._result(value)
+        return self._result(value, prepared)
 
     def _bind(self, receiver: object) -> FunctionTool[..., R]:
         bound = copy.copy(self)
@@ -162,12 +167,16 @@ class FunctionTool(Generic[P, R]):
             )
 
     def _prepare(self, arguments: str) -> _PreparedCall | ToolResult:
-        parsed = parse_arguments(arguments, self._schema)
-        if isinstance(parsed, ArgumentProblems):
-            return self._refused(parsed)
-        problems = schema_problems(self._validator, parsed)
+        read = read_arguments(arguments, self._schema)
+        if isinstance(read, ArgumentProblems):
+            return self._refused(read)
+        problems = schema_problems(self._validator, read.value)
         if problems is not None:
-            return self._refused(problems)
+            repaired = repair_values(self._validator, read.value)
+            if repaired is None:
+                return self._refused(problems)
+            read = ReadArguments(repaired.value, [*read.repairs, *repaired.repairs])
+        parsed = read.value
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         errors: dict[str, PydanticValidationError] = {}
@@ -196,7 +205,7 @@ class FunctionTool(Generic[P, R]):
                 kwargs[binding.name] = value
         if errors:
             return self._refused(pydantic_problems(errors))
-        return _PreparedCall(args, kwargs)
+        return _PreparedCall(args, kwargs, read)
 
     def _invoke(self, prepared: _PreparedCall) -> Any:
         if self._receiver is not _UNBOUND:
@@ -228,7 +237,7 @@ class FunctionTool(Generic[P, R]):
             errors=[f"(root): {described}"],
         )
 
-    def _result(self, value: object) -> ToolResult:
+    def _result(self, value: object, prepared: _PreparedCall) -> ToolResult:
         try:
             content = serialize_result(value)
         except TypeError as error:
@@ -241,7 +250,13 @@ class FunctionTool(Generic[P, R]):
                 ),
                 errors=[f"(root): result not serializable: {error}"],
             )
-        return ToolResult(function_name=self.name, ok=True, content=content)
+        return ToolResult(
+            function_name=self.name,
+            ok=True,
+            content=content,
+            repairs=prepared.repairs,
+            arguments=prepared.arguments,
+        )
 
 
 @overload

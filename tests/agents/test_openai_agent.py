@@ -9,6 +9,7 @@ import pytest
 
 from sandcrew.agents import (
     AggregateMessage,
+    EndpointTimeoutError,
     GenerateReplyOptions,
     OpenAIChatAgent,
     TextMessage,
@@ -164,11 +165,29 @@ async def test_tool_calls_come_back_as_a_tool_call_message(
 async def test_empty_reply_is_a_clear_model_behavior_error(
     scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
 ) -> None:
-    scripted_model_server.add(Turn(content="", finish_reason="length"))
-    with pytest.raises(ModelBehaviorError, match="returned an empty reply") as raised:
+    # asked once more (empty replies from local servers are often flukes), then an error
+    scripted_model_server.add(
+        Turn(content="", finish_reason="length", usage={"prompt_tokens": 7}, times=2)
+    )
+    with pytest.raises(ModelBehaviorError, match="returned an empty reply 2 time") as raised:
         await model_agent("coder").generate_reply([])
     assert "finish_reason='length'" in str(raised.value)
     assert "'coder'" in str(raised.value)
+    assert raised.value.usage == Usage(prompt_tokens=14, total_tokens=14)
+
+
+async def test_an_empty_reply_is_asked_again_and_noted(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(
+        Turn(content="", usage={"prompt_tokens": 7}), Turn(content="ok", usage={"prompt_tokens": 5})
+    )
+    reply = await model_agent("coder").generate_reply([])
+    assert reply.content == "ok"
+    assert reply.notes == [
+        "coder gave an empty reply (content='', finish_reason='stop'); asked again"
+    ]
+    assert reply.usage == Usage(prompt_tokens=12, total_tokens=12)  # both replies counted
 
 
 async def test_refusal_is_a_clear_model_behavior_error(
@@ -275,18 +294,28 @@ async def test_endpoint_down_is_a_readable_infrastructure_error() -> None:
     error = raised.value
     assert error.code == "model_unreachable"
     assert error.retryable
-    assert f"the model endpoint {url}/ could not be reached" in str(error)
+    assert f"the model endpoint {url}/ is down: it could not be reached" in str(error)
     assert "check that the server is running" in str(error)
 
 
-async def test_timeout_is_retried_then_reported(
+async def test_a_timed_out_request_is_reported_slow_and_never_sent_again(
     scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
 ) -> None:
-    scripted_model_server.add(Turn(content="late", delay=1.0, times=2))
-    agent = model_agent("coder", max_retries=1, timeout=0.1)
-    with pytest.raises(InfrastructureError, match=r"did not answer within .*after 2 attempt"):
-        await agent.generate_reply([])
-    assert len(scripted_model_server.requests) == 2
+    # The server had the request: a serial local server would still be generating it.
+    scripted_model_server.add(Turn(content="late", delay=1.0))
+    agent = model_agent("coder", max_retries=2, timeout=0.2, max_tokens=100)
+    with pytest.raises(EndpointTimeoutError) as raised:
+        await agent.generate_reply([TextMessage(role="user", content="hello there", sender="user")])
+    message = str(raised.value)
+    assert "is slow: no answer within 0.2 s" in message
+    assert "was not sent again" in message
+    assert "--request-timeout" in message
+    assert raised.value.code == "model_unreachable"
+    assert len(scripted_model_server.requests) == 1
+    # the abandoned request is counted: its prompt and the reply it may still be writing
+    assert raised.value.usage.estimated
+    assert raised.value.usage.completion_tokens == 100
+    assert agent.token_meter.spent == raised.value.usage
 
 
 def test_constructor_lists_every_problem() -> None:
