@@ -31,7 +31,6 @@ from pydantic import BaseModel
 from ..core import SandcrewError, UserError
 from ._agent import Agent
 from ._graph import Graph
-from ._openai_agent import spent_usage
 from ._messages import (
     Message,
     TextMessage,
@@ -363,8 +362,7 @@ class _ChatRun:
             self._finish(StopReason.TIME_BUDGET, self._time_detail() + f" (while {stage} worked)")
             return None
         except SandcrewError as error:
-            # A failed model request still cost tokens (the prompt was read).
-            self._spend(context.usage, spent_usage(error))
+            self._spend(context.usage)
             detail = f"{type(error).__name__} from {stage}: {error}"
             self._finish(StopReason.ERROR, detail, error)
             return None

@@ -353,7 +353,7 @@ class OpenAIChatAgent(BaseAgent):
             try:
                 completion = await self._send(attempt)
             except openai.BadRequestError as error:
-                message = error.message
+                message = _server_message(error)
                 if _NO_TOOLS.search(message):
                     self.tools_unsupported = f"HTTP 400: {message}"
                     raise ToolsUnsupportedError(
@@ -605,6 +605,14 @@ def _never_sent(error: openai.APITimeoutError) -> bool:
     """A connect (or pool) timeout: the server never had the request."""
     # By name: the HTTP library under the openai client differs between its versions.
     return type(error.__cause__).__name__ in ("ConnectTimeout", "PoolTimeout")
+
+
+def _server_message(error: openai.APIStatusError) -> str:
+    """What the server said, without the client's "Error code: 400 - " prefix."""
+    body: Any = error.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return error.message
 
 
 def _worth_retrying(error: openai.APIStatusError) -> bool:

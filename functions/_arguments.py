@@ -6,7 +6,8 @@ Every problem becomes one line that starts with the JSON pointer of the offendin
 Servers that do not enforce the schema send loose arguments. What can be read in only one
 way is repaired before validation, and every repair is described (``ToolResult.repairs``):
 a JSON object wrapped in a code fence or followed by text; ``"true"``/``"false"`` where the
-parameter is a boolean; an unknown extra argument dropped when everything else is valid. Anything else is refused with the exact problems.
+parameter is a boolean; an unknown extra argument dropped when everything else is valid.
+Anything else is refused with the exact problems.
 """
 
 from __future__ import annotations

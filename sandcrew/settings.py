@@ -4,7 +4,8 @@ Precedence: command-line flags, then environment variables, then the config file
 the defaults of :class:`~sandcrew.crew.CrewSettings`.
 
 Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``SANDCREW_MODEL``, ``SANDCREW_MODE``,
-``SANDCREW_MAX_ROUNDS``, ``SANDCREW_TOKEN_BUDGET``, ``SANDCREW_TIME_BUDGET`` and
+``SANDCREW_MAX_ROUNDS``, ``SANDCREW_TOKEN_BUDGET``, ``SANDCREW_TIME_BUDGET``,
+``SANDCREW_REQUEST_TIMEOUT``, ``SANDCREW_MODEL_RETRIES`` and
 ``SANDCREW_CONFIG`` (the file's path). Without ``SANDCREW_CONFIG`` or ``--config``,
 ``~/.config/sandcrew/config.toml`` is read when it exists.
 
@@ -33,6 +34,8 @@ _ENVIRONMENT_KEYS = {
     "SANDCREW_MAX_ROUNDS": "max_rounds",
     "SANDCREW_TOKEN_BUDGET": "token_budget",
     "SANDCREW_TIME_BUDGET": "time_budget",
+    "SANDCREW_REQUEST_TIMEOUT": "request_timeout",
+    "SANDCREW_MODEL_RETRIES": "model_retries",
 }
 
 DEFAULT_CONFIG_PATH = Path("~/.config/sandcrew/config.toml")

@@ -58,6 +58,20 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[
             float | None, typer.Option(help="Wall-clock budget for the whole chat, seconds.")
         ] = None,
+        request_timeout: Annotated[
+            float | None,
+            typer.Option(
+                help="Seconds to wait for one model answer (a timed-out request is not re-sent).",
+                show_default="300",
+            ),
+        ] = None,
+        model_retries: Annotated[
+            int | None,
+            typer.Option(
+                help="Retries of a model request on 429, 5xx or an unreachable server.",
+                show_default="2",
+            ),
+        ] = None,
         image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
         run_timeout: Annotated[
             float | None,
@@ -91,6 +105,8 @@ def register(app: typer.Typer) -> None:
                 "max_rounds": max_rounds,
                 "token_budget": max_tokens,
                 "time_budget": timeout,
+                "request_timeout": request_timeout,
+                "model_retries": model_retries,
                 "role_models": _role_models(admin_model, coder_model, reviewer_model),
                 "sandbox": sandbox_overrides(timeout=run_timeout, memory=memory, image=image),
             },
@@ -126,6 +142,7 @@ def result_summary(result: CrewResult) -> dict[str, Any]:
         "stop_detail": result.stop_detail,
         "rounds": result.rounds,
         "total_tokens": result.total_tokens,
+        "tokens_estimated": result.tokens_estimated,
         "duration": round(result.duration, 3),
         "runs": [_run_summary(run) for run in result.runs],
         "error": None if result.error is None else str(result.error),

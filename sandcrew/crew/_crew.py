@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from sandcrew.agents import (
     OpenAIChatAgent,
     StopReason,
     TextMessage,
+    TokenMeter,
 )
 from sandcrew.crew._admin import CompletionMiddleware, FinalAnswer
 from sandcrew.crew._code_facts import code_to_run
@@ -54,6 +56,9 @@ class CrewResult:
     duration: float
     messages: list[Message] = field(repr=False)
     error: BaseException | None = field(default=None, repr=False, compare=False)
+    tokens_estimated: bool = False
+    """Some of ``total_tokens`` were estimated (the endpoint reported no usage, or a request
+    ended without a reply)."""
 
 
 class Crew:
@@ -78,6 +83,8 @@ class Crew:
             max_retries=settings.model_retries,
             timeout=settings.request_timeout,
         )
+        # Every model request (speaker selection included) keeps within one token budget.
+        self.token_meter = TokenMeter(settings.token_budget)
         self.admin = self._model_agent(
             "admin",
             ADMIN_PROMPT,
@@ -90,16 +97,18 @@ class Crew:
             "Writes one Python code block that prints the result.",
             temperature=0.4,
         )
-        self.reviewer = self._model_agent(
+        reviewer_model = self._model_agent(
             "reviewer",
             REVIEWER_PROMPT,
             "Reviews the coder's code block before it runs.",
             temperature=0,
-        ).use(
+        )
+        self.reviewer = reviewer_model.use(
             FunctionCallMiddleware(
                 [review_code_block], required=True, max_attempts=settings.review_attempts
             ),
-            VerdictMiddleware(coder_name="coder"),
+            # Without usable tools the same model reviews in plain text.
+            VerdictMiddleware(coder_name="coder", text_reviewer=reviewer_model),
         )
         self.runner = RunnerAgent(sandbox, coder_name="coder")
         self.chat = self._group_chat()
@@ -114,6 +123,7 @@ class Crew:
             description=description,
             temperature=temperature,
             client=self.client,
+            token_meter=self.token_meter,
         )
 
     def _group_chat(self) -> GroupChat:
@@ -129,7 +139,10 @@ class Crew:
             # Speaker selection has its own prompt (the role-play game), so it uses a plain
             # agent on the admin's model rather than the admin with its task instructions.
             selector = OpenAIChatAgent(
-                "admin", model=self.settings.model_for("admin"), client=self.client
+                "admin",
+                model=self.settings.model_for("admin"),
+                client=self.client,
+                token_meter=self.token_meter,
             )
         chat = GroupChat(
             members,
@@ -146,6 +159,7 @@ class Crew:
         """Run the chat on ``task`` to its end; ``on_message`` sees every new message."""
         opening = TextMessage(role="user", content=task, sender=self.admin.name)
         first_run = len(self.runner.runs)
+        spent_before = self.token_meter.spent
         started = time.monotonic()
         stream = self.chat.send([opening], max_round=self.settings.max_rounds)
         if on_message is not None:
@@ -154,7 +168,15 @@ class Crew:
             if on_message is not None:
                 await _deliver(on_message, message)
         runs = self.runner.runs[first_run:]
-        return self._result(task, stream.result, time.monotonic() - started, runs)
+        result = self._result(task, stream.result, time.monotonic() - started, runs)
+        # The meter also saw what the chat cannot: requests that ended the chat with an error
+        # and requests abandoned when the time budget ran out.
+        spent = self.token_meter.spent.total_tokens - spent_before.total_tokens
+        return dataclasses.replace(
+            result,
+            total_tokens=max(result.total_tokens, spent),
+            tokens_estimated=result.tokens_estimated or self.token_meter.spent.estimated,
+        )
 
     async def aclose(self) -> None:
         """Close the model client if this crew made it."""
@@ -192,6 +214,7 @@ class Crew:
             duration=duration,
             messages=chat.messages,
             error=chat.error,
+            tokens_estimated=chat.usage.estimated,
         )
 
 

@@ -49,8 +49,12 @@ class CrewSettings(BaseModel):
     review_attempts: int = Field(default=3, ge=1)
     """How often the reviewer model is asked to make its function call."""
     model_retries: int = Field(default=2, ge=0)
-    """Client retries (with backoff) on 429, 5xx and timeouts, per model request."""
-    request_timeout: float = Field(default=60.0, gt=0)
+    """Retries (with backoff) of a model request on 429, 5xx and a server that cannot be
+    reached. A request that timed out is never sent again (the server may still be
+    generating it)."""
+    request_timeout: float = Field(default=300.0, gt=0)
+    """Seconds to wait for one model answer. Generous by default: a CPU-run local model
+    answers one request at a time, and time spent queued counts."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     def model_for(self, role: ModelRole) -> str:
