@@ -126,7 +126,10 @@ async def test_text_naming_a_function_that_was_not_offered_stays_text(
 async def test_loose_arguments_are_repaired_and_the_call_records_what_was_used(
     scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
 ) -> None:
-    loose = '```json\n{"has_multiple_code_blocks": "false", "is_print_result_to_console": true, "lang": "py"}\n```'
+    loose = (
+        '```json\n{"has_multiple_code_blocks": "false", "is_print_result_to_console": true, '
+        '"lang": "py"}\n```'
+    )
     scripted_model_server.add(
         Turn(tool_calls=[ScriptedToolCall(name="review_code_block", arguments=loose)])
     )
@@ -203,7 +206,8 @@ async def test_empty_replies_only_exhaust_the_attempts_with_a_clear_error(
     assert raised.value.made_no_call
     assert "attempt 1: empty reply" in str(raised.value)
     assert choices(scripted_model_server) == [NAMED, "auto", NAMED]
-    assert raised.value.usage is not None and raised.value.usage.total_tokens > 0
+    assert raised.value.usage is not None
+    assert raised.value.usage.total_tokens > 0
 
 
 # --- servers without (some) tool support ------------------------------------------------------
@@ -224,7 +228,8 @@ async def test_a_server_rejecting_auto_gets_the_named_choice_and_it_is_remembere
     auto = GenerateReplyOptions(tool_choice="auto")
     first = await agent.generate_reply(TASK, auto)
     second = await agent.generate_reply(TASK, auto)
-    assert isinstance(first, AggregateMessage) and isinstance(second, AggregateMessage)
+    assert isinstance(first, AggregateMessage)
+    assert isinstance(second, AggregateMessage)
     assert choices(scripted_model_server) == ["auto", NAMED, NAMED]
     assert first.notes == [
         f"the endpoint rejected tool_choice 'auto' (HTTP 400: {vllm_message}); "
@@ -290,7 +295,8 @@ async def test_reported_usage_is_not_marked_estimated(
 ) -> None:
     scripted_model_server.add(Turn(content="ok"))
     reply = await model_agent("coder").generate_reply(TASK)
-    assert reply.usage is not None and not reply.usage.estimated
+    assert reply.usage is not None
+    assert not reply.usage.estimated
 
 
 async def test_every_request_carries_max_tokens_within_what_is_left(
