@@ -7,11 +7,13 @@ nothing is patched. :func:`block_real_model_requests` makes accidental real requ
 from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._agents import ScriptedAgent
 from sandcrew.testing._guard import block_real_model_requests, closed_loopback_url
+from sandcrew.testing._personas import PERSONAS, persona_turns
 from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
 
 __all__ = [
     "AGENT_HEADER",
+    "PERSONAS",
     "RecordedRequest",
     "ScriptedAgent",
     "ScriptedModelServer",
@@ -20,4 +22,5 @@ __all__ = [
     "block_real_model_requests",
     "closed_loopback_url",
     "load_script",
+    "persona_turns",
 ]

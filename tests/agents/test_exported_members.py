@@ -83,6 +83,7 @@ def test_testing_exports() -> None:
     assert sorted(sandcrew.testing.__all__) == sorted(
         [
             "AGENT_HEADER",
+            "PERSONAS",
             "RecordedRequest",
             "ScriptedAgent",
             "ScriptedModelServer",
@@ -91,6 +92,7 @@ def test_testing_exports() -> None:
             "block_real_model_requests",
             "closed_loopback_url",
             "load_script",
+            "persona_turns",
         ]
     )
 

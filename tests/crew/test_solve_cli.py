@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sandcrew.testing import ScriptedModelServer, Turn
+from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
     FIBONACCI_TASK,
@@ -166,7 +166,12 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     coder, _, _ = happy_path_turns()
-    model_server.add(coder, Turn(agent="reviewer", content="Looks fine to me.", times=3))
+    # Calls with arguments that cannot be repaired (a reviewer that makes no call at all
+    # falls back to a plain-text review instead).
+    bad_call = ScriptedToolCall(
+        name="review_code_block", arguments={"has_multiple_code_blocks": "no"}
+    )
+    model_server.add(coder, Turn(agent="reviewer", tool_calls=[bad_call], times=3))
     transcript = tmp_path / "chat.jsonl"
 
     completed = run_cli(
@@ -178,7 +183,11 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     attempts = [record for record in records if record["event"] == "tool_call_attempt"]
     assert [attempt["attempt"] for attempt in attempts] == [1, 2, 3]
-    assert all(attempt["reply"]["content"] == "Looks fine to me." for attempt in attempts)
-    assert all("review_code_block" in " ".join(attempt["errors"]) for attempt in attempts)
+    assert all(
+        attempt["reply"]["tool_calls"][0]["name"] == "review_code_block" for attempt in attempts
+    )
+    assert all(
+        "'no' is not of type 'boolean'" in " ".join(attempt["errors"]) for attempt in attempts
+    )
     assert records[-1]["event"] == "result"
     assert records[-1]["stop_reason"] == "error"
