@@ -3,6 +3,7 @@ to the scripted server replaying how real servers answer, and real containers.""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,7 @@ def test_every_request_carries_max_tokens_within_the_budget(tmp_path: Path) -> N
     assert completed.returncode == 0, completed.stderr
     caps = [request.body["max_tokens"] for request in server.requests]
     assert caps[0] == budget
-    assert all(later < earlier for earlier, later in zip(caps, caps[1:], strict=False))
+    assert all(later < earlier for earlier, later in itertools.pairwise(caps))
     assert summary["total_tokens"] <= budget
     assert summary["tokens_estimated"] is True
 
