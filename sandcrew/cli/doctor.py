@@ -102,6 +102,8 @@ def register(app: typer.Typer) -> None:
             Check("python", True, f"{platform.python_version()}, sandcrew {sandcrew.__version__}"),
             _model_endpoint(base_url, model),
         ]
+        if checks[-1].ok and not checks[-1].warning:
+            checks.append(tool_calling_check(base_url, model))
         try:
             client = connect_docker()
         except SandcrewError as error:
@@ -171,6 +173,77 @@ def _model_endpoint(base_url: str | None, model: str | None) -> Check:
             warning=True,
         )
     return Check("model endpoint", True, detail)
+
+
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "report_status",
+        "description": "Report whether you are ready.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ready": {"type": "boolean"}},
+            "required": ["ready"],
+            "additionalProperties": False,
+        },
+    },
+}
+TOOL_ADVICE = (
+    "the reviewer falls back to a plain-text review; for typed reviews use a model and "
+    "server with tool calling (llama.cpp: --chat_format chatml-function-calling or a "
+    "template with tools; vLLM: --enable-auto-tool-choice --tool-call-parser; Ollama: a "
+    "model tagged 'tools')"
+)
+
+
+def tool_calling_check(base_url: str | None, model: str | None) -> Check:
+    """Can the endpoint make the reviewer's call? One tiny request with a named
+    ``tool_choice`` (what the reviewer sends) and one with ``"auto"``."""
+    import asyncio
+
+    from sandcrew.agents import GenerateReplyOptions, OpenAIChatAgent, TextMessage
+    from sandcrew.agents import ToolCallMessage as CallMessage
+    from sandcrew.settings import load_crew_settings
+
+    settings = load_crew_settings({"base_url": base_url, "model": model})
+    named = {"type": "function", "function": {"name": "report_status"}}
+    question = [TextMessage(role="user", content="Call report_status with ready=true.")]
+
+    async def probe(agent: OpenAIChatAgent, choice: Any) -> str:
+        options = GenerateReplyOptions(tools=[PROBE_TOOL], tool_choice=choice)
+        try:
+            reply = await agent.generate_reply(question, options)
+        except SandcrewError as error:
+            return f"no ({type(error).__name__}: {str(error)[:160]})"
+        if isinstance(reply, CallMessage) and reply.tool_calls[0].name == "report_status":
+            how = f" ({'; '.join(reply.notes)})" if reply.notes else ""
+            return f"yes{how}"
+        return f"no (answered text: {' '.join(reply.content.split())[:80]!r})"
+
+    async def both() -> tuple[str, str]:
+        # One agent, as in the crew: what the endpoint refused once is not asked again.
+        agent = OpenAIChatAgent(
+            "doctor",
+            model=settings.model,
+            base_url=settings.base_url,
+            api_key=settings.api_key_value(),
+            max_retries=0,
+            timeout=min(settings.request_timeout, 120),
+            max_tokens=64,
+            temperature=0,
+        )
+        try:
+            return await probe(agent, named), await probe(agent, "auto")
+        finally:
+            await agent.aclose()
+
+    by_name, by_auto = asyncio.run(both())
+    detail = f"named tool_choice: {by_name}; auto: {by_auto}"
+    if by_name.startswith("yes"):
+        return Check("tool calling", True, f"{detail}; the reviewer's call works")
+    if by_auto.startswith("yes"):
+        return Check("tool calling", True, f"{detail}; the reviewer retries with 'auto'")
+    return Check("tool calling", True, f"{detail}; {TOOL_ADVICE}", warning=True)
 
 
 def _self_test() -> list[Check]:
