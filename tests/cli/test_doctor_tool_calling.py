@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.process import run_cli
 
 WIDE = {"COLUMNS": "2000"}
+pytestmark = pytest.mark.docker
+
 REJECTED = "tool_choice must be auto"
 CALL = ScriptedToolCall(name="report_status", arguments={"ready": True})
 

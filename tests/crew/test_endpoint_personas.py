@@ -13,6 +13,8 @@ import pytest
 from sandcrew.testing import PERSONAS, ScriptedModelServer, persona_turns
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, run_cli
 
+pytestmark = pytest.mark.docker
+
 COMPLIANT_CALLS = 3
 """coder, reviewer, admin: the model calls of a model that answers exactly as asked."""
 
