@@ -75,6 +75,9 @@ _NO_TOOLS = re.compile(
     r"does not support (?:function|tool) call",
     re.IGNORECASE,
 )
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[ _]length|maximum context|context window|too many tokens", re.IGNORECASE
+)
 _MAX_BACKOFF = 8.0
 _MAX_RETRY_AFTER = 30.0
 
@@ -359,7 +362,7 @@ class OpenAIChatAgent(BaseAgent):
                     raise ToolsUnsupportedError(
                         f"{self._where} does not support tools (HTTP 400: {message})"
                     ) from error
-                if "tool" not in message.lower():
+                if "tool" not in message.lower() or _CONTEXT_OVERFLOW.search(message):
                     raise self._status_error(error) from error
                 rejections.append(f"{_choice_label(form)} (HTTP 400: {message})")
                 continue

@@ -10,6 +10,7 @@ import pytest
 
 from sandcrew.agents import (
     AggregateMessage,
+    EmptyReplyError,
     FunctionCallMiddleware,
     FunctionCallRequiredError,
     GenerateReplyOptions,
@@ -22,6 +23,7 @@ from sandcrew.agents import (
     ToolsUnsupportedError,
     estimate_tokens,
 )
+from sandcrew.errors import InfrastructureError
 from sandcrew.functions import function
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 
@@ -266,11 +268,18 @@ async def test_a_model_without_tools_is_told_once_and_never_offered_tools_again(
     assert len(scripted_model_server.requests) == 1
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "temperature out of range",
+        "This model's maximum context length is 4096 tokens; the messages and tools use 5000",
+    ],
+)
 async def test_an_unrelated_bad_request_is_not_mistaken_for_tool_trouble(
-    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory, message: str
 ) -> None:
-    scripted_model_server.add(Turn(status=400, error_message="temperature out of range"))
-    with pytest.raises(Exception, match="rejected the request: HTTP 400"):
+    scripted_model_server.add(Turn(status=400, error_message=message))
+    with pytest.raises(InfrastructureError, match="rejected the request: HTTP 400"):
         await reviewer(model_agent).generate_reply(TASK)
     assert len(scripted_model_server.requests) == 1
 
@@ -323,7 +332,7 @@ async def test_tokens_of_a_reply_that_ends_in_an_error_are_counted(
 ) -> None:
     scripted_model_server.add(Turn(content="", usage={"prompt_tokens": 40}, times=2))
     meter = TokenMeter(1000)
-    with pytest.raises(Exception, match="empty reply"):
+    with pytest.raises(EmptyReplyError, match="empty reply"):
         await model_agent("coder", token_meter=meter).generate_reply(TASK)
     assert meter.spent.total_tokens == 80
 
