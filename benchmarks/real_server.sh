@@ -33,6 +33,11 @@ server_pid=""
 stop_server() {
     if [ -n "$server_pid" ]; then
         kill "$server_pid" 2>/dev/null || true
+        for _ in $(seq 1 20); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.5
+        done
+        kill -9 "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
         server_pid=""
     fi
