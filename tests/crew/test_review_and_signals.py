@@ -17,7 +17,6 @@ from sandcrew.crew import (
     decide,
     inspect_code,
     review_code_block,
-    split_completion,
 )
 from sandcrew.sandbox import DockerSandbox
 
@@ -42,7 +41,7 @@ def test_facts_of_a_good_python_block() -> None:
         ("no code at all", "There is no code block"),
         ("```python\nprint(1)\n```\n```python\nprint(2)\n```", "multiple code blocks"),
         ("```javascript\nconsole.log(1)\n```", "The code block is javascript"),
-        ("```\nprint(1)\n```", "The code block is untagged"),
+        ("```\necho one two\n```", "The code block is untagged"),
         ("```python\nprint(1\n```", "does not parse (line 1"),
         ("```python\ndef main():\n    print(1)\n```", "does not run at the top level"),
         ("```python\nx = 6 * 7\n```", "does not print its result"),
@@ -82,20 +81,6 @@ def test_review_function_contract_and_wrapper() -> None:
     bad = review_code_block.call_json('{"has_multiple_code_blocks": "no"}')
     assert not bad.ok
     assert "/has_multiple_code_blocks" in bad.content
-
-
-@pytest.mark.parametrize(
-    ("reply", "answer"),
-    [
-        ("It is 63245986.\n[COMPLETE]", "It is 63245986."),
-        ("63245986\n  [COMPLETE]  \n", "63245986"),
-        ("I will write [COMPLETE] when it is done.", None),
-        ("[COMPLETE] is what I say at the end, not now.", None),
-        ("Please fix the code.", None),
-    ],
-)
-def test_completion_signal_counts_only_as_a_whole_last_line(reply: str, answer: str | None) -> None:
-    assert split_completion(reply) == answer
 
 
 async def test_runner_without_a_coder_message_asks_for_code() -> None:
