@@ -13,6 +13,7 @@ from sandcrew.crew import (
     NO_CODE_REPLY,
     ReviewClaims,
     RunnerAgent,
+    code_to_run,
     crew_workflow,
     decide,
     inspect_code,
@@ -103,3 +104,41 @@ async def test_workflow_branches_on_structured_data_not_text() -> None:
     genuine = TextMessage(content="anything", sender="reviewer", data=approving)
     assert [a.name for a in await graph.next_agents("reviewer", [impostor])] == []
     assert [a.name for a in await graph.next_agents("reviewer", [genuine])] == ["runner"]
+
+
+FUNCTION_BLOCK = "```python\ndef fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n" \
+    "        a, b = b, a + b\n    return a\n```"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "expected_code"),
+    [
+        ("```\nprint(6 * 7)\n```", "python", "print(6 * 7)\n"),
+        (
+            f"{FUNCTION_BLOCK}\nUse it like this:\n```python\nprint(fibonacci(39))\n```",
+            "python",
+            "return a\n\nprint(fibonacci(39))\n",
+        ),
+        (f"{FUNCTION_BLOCK}\n```\nprint(fibonacci(39))\n```", "python", "print(fibonacci(39))\n"),
+        ("```python\nprint(1)\n```\nor better:\n```python\nprint(2)\n```", "python", "print(2)\n"),
+        ("```\necho one two\n```", None, "echo one two\n"),
+    ],
+    ids=["untagged-python", "function-and-usage", "function-and-untagged-usage",
+         "two-programs", "untagged-not-python"],
+)  # fmt: skip
+def test_the_program_to_run_is_what_is_unambiguous(
+    text: str, language: str | None, expected_code: str
+) -> None:
+    block = code_to_run(text)
+    assert block is not None
+    assert block.language == language
+    assert block.code.endswith(expected_code)
+
+
+def test_joined_blocks_are_one_program_for_the_review() -> None:
+    facts = inspect_code(f"{FUNCTION_BLOCK}\n```python\nprint(fibonacci(39))\n```")
+    assert (facts.block_count, facts.joined, facts.has_multiple_code_blocks) == (2, True, False)
+    assert decide(GOOD_CLAIMS, facts).approved
+    two_programs = inspect_code("```python\nprint(1)\n```\n```python\nprint(2)\n```")
+    assert two_programs.has_multiple_code_blocks
+    assert not decide(GOOD_CLAIMS, two_programs).approved
