@@ -86,6 +86,10 @@ def test_testing_exports() -> None:
     assert sorted(sandcrew.testing.__all__) == sorted(
         [
             "AGENT_HEADER",
+            "FIBONACCI_ANSWER",
+            "FIBONACCI_TASK",
+            "PERSONAS",
+            "Persona",
             "RecordedRequest",
             "ScriptedAgent",
             "ScriptedModelServer",
