@@ -114,7 +114,9 @@ class Crew:
             ),
             VerdictMiddleware(coder_name="coder"),
         )
-        self.runner = RunnerAgent(sandbox, coder_name="coder")
+        self.runner = RunnerAgent(
+            sandbox, coder_name="coder", max_output_chars=settings.max_output_chars
+        )
         self.chat = self._group_chat()
 
     def _model_agent(
@@ -128,16 +130,16 @@ class Crew:
             temperature=temperature,
             client=self.client,
         )
-        return agent.use(self._context_fit())
+        return agent.use(self._context_fit(prompt))
 
-    def _context_fit(self) -> TrimContextMiddleware:
+    def _context_fit(self, prompt: str) -> TrimContextMiddleware:
         """Long run outputs trimmed, and the oldest turns left out when the chat outgrows
         the model's context (the introductions and the task always stay)."""
         settings = self.settings
-        room = settings.context_tokens - CONTEXT_RESERVED_FOR_REPLY
+        room = (settings.context_tokens - CONTEXT_RESERVED_FOR_REPLY) * CHARS_PER_TOKEN
         return TrimContextMiddleware(
             settings.max_output_chars,
-            max_total_chars=max(room * CHARS_PER_TOKEN, settings.max_output_chars),
+            max_total_chars=max(room - len(prompt), settings.max_output_chars),
             keep_first=len(INTRODUCTIONS) + 1,
         )
 

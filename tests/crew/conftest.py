@@ -11,6 +11,7 @@ import pytest
 from sandcrew.crew import CrewSettings
 from sandcrew.sandbox import SandboxConfig
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
+from tests.crew.fakes import ScriptedSandbox
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 from tests.sandbox.helpers import our_containers
@@ -68,10 +69,21 @@ def docker_client() -> docker.DockerClient:
 
 
 @pytest.fixture(autouse=True)
-def no_leftover_containers(docker_client: docker.DockerClient) -> Iterator[None]:
+def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every Docker test must leave no sandbox container behind."""
+    if request.node.get_closest_marker("docker") is None:
+        yield
+        return
+    client: docker.DockerClient = request.getfixturevalue("docker_client")
     yield
-    leftovers = our_containers(docker_client)
+    leftovers = our_containers(client)
     assert not leftovers, f"containers left behind: {leftovers}"
+
+
+@pytest.fixture
+def fake_sandbox() -> ScriptedSandbox:
+    """The sandbox test double: scripted outcomes for the test programs, no Docker."""
+    return ScriptedSandbox()
 
 
 def settings_for(server: ScriptedModelServer, **overrides: Any) -> CrewSettings:

@@ -28,6 +28,7 @@ from tests.crew.conftest import (
     review_turn,
     settings_for,
 )
+from tests.crew.fakes import ScriptedSandbox
 
 NO_PRINT_CODE = """```python
 def fibonacci(n):
@@ -61,6 +62,7 @@ def speakers(messages: list[Message]) -> list[str | None]:
     return [message.sender for message in messages]
 
 
+@pytest.mark.docker
 async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
     model_server.add(*happy_path_turns())
 
@@ -82,7 +84,9 @@ async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
     assert coder_request["temperature"] == 0.4
 
 
-async def test_reviewer_comments_send_the_coder_back(model_server: ScriptedModelServer) -> None:
+async def test_reviewer_comments_send_the_coder_back(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
     model_server.add(
         coder_turn(NO_PRINT_CODE),
         review_turn(is_print_result_to_console=False),
@@ -91,7 +95,7 @@ async def test_reviewer_comments_send_the_coder_back(model_server: ScriptedModel
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert result.solved
     assert speakers(result.messages) == [
@@ -112,6 +116,7 @@ async def test_reviewer_comments_send_the_coder_back(model_server: ScriptedModel
     assert len(result.runs) == 1  # the rejected code never ran
 
 
+@pytest.mark.docker
 async def test_runner_error_sends_the_traceback_to_the_coder(
     model_server: ScriptedModelServer,
 ) -> None:
@@ -145,6 +150,7 @@ async def test_runner_error_sends_the_traceback_to_the_coder(
 
 async def test_code_that_does_not_parse_is_never_approved(
     model_server: ScriptedModelServer,
+    fake_sandbox: ScriptedSandbox,
 ) -> None:
     # The scripted reviewer model approves the broken code; the crew must not.
     model_server.add(
@@ -155,7 +161,7 @@ async def test_code_that_does_not_parse_is_never_approved(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert result.solved
     verdict = result.messages[2].data
@@ -170,13 +176,14 @@ async def test_code_that_does_not_parse_is_never_approved(
 
 async def test_reviewer_that_never_calls_the_function_stops_the_chat(
     model_server: ScriptedModelServer,
+    fake_sandbox: ScriptedSandbox,
 ) -> None:
     model_server.add(
         coder_turn(FIBONACCI_CODE),
         Turn(agent="reviewer", content="Looks fine to me.", times=3),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert not result.solved
     assert result.stop_reason is StopReason.ERROR
@@ -190,10 +197,14 @@ async def test_reviewer_that_never_calls_the_function_stops_the_chat(
     assert result.runs == []
 
 
-async def test_max_rounds_stops_with_its_reason(model_server: ScriptedModelServer) -> None:
+async def test_max_rounds_stops_with_its_reason(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
     model_server.add(coder_turn(FIBONACCI_CODE), review_turn())
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server, max_rounds=3))
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(model_server, max_rounds=3), sandbox=fake_sandbox
+    )
 
     assert not result.solved
     assert result.stop_reason is StopReason.MAX_ROUNDS
@@ -201,7 +212,9 @@ async def test_max_rounds_stops_with_its_reason(model_server: ScriptedModelServe
     assert len(result.runs) == 1
 
 
-async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelServer) -> None:
+async def test_token_budget_stops_with_its_reason(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
     model_server.add(
         coder_turn(
             FIBONACCI_CODE,
@@ -209,7 +222,9 @@ async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelSer
         )
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server, token_budget=1000))
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(model_server, token_budget=1000), sandbox=fake_sandbox
+    )
 
     assert not result.solved
     assert result.stop_reason is StopReason.TOKEN_BUDGET
@@ -217,7 +232,9 @@ async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelSer
     assert "1000" in result.stop_detail
 
 
-async def test_runner_without_code_asks_the_coder(model_server: ScriptedModelServer) -> None:
+async def test_runner_without_code_asks_the_coder(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
     model_server.add(
         Turn(agent="coder", content="I would compute it with a loop."),
         review_turn(),
@@ -226,13 +243,14 @@ async def test_runner_without_code_asks_the_coder(model_server: ScriptedModelSer
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert result.solved
     assert "There is no code block" in result.messages[2].content
     assert NO_CODE_REPLY not in [m.content for m in result.messages]
 
 
+@pytest.mark.docker
 async def test_bash_blocks_run_too(model_server: ScriptedModelServer) -> None:
     model_server.add(
         coder_turn("```bash\necho $((6 * 7))\n```"),
@@ -249,7 +267,7 @@ async def test_bash_blocks_run_too(model_server: ScriptedModelServer) -> None:
 
 @pytest.mark.parametrize("mode", [CrewMode.ADMIN, CrewMode.WORKFLOW_ADMIN])
 async def test_admin_modes_reach_the_answer(
-    model_server: ScriptedModelServer, mode: CrewMode
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox, mode: CrewMode
 ) -> None:
     if mode is CrewMode.ADMIN:
         model_server.add(
@@ -265,7 +283,9 @@ async def test_admin_modes_reach_the_answer(
         # The workflow leaves one candidate each time: the admin is never asked.
         model_server.add(*happy_path_turns())
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server, mode=mode))
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(model_server, mode=mode), sandbox=fake_sandbox
+    )
 
     assert result.solved, result.stop_detail
     assert speakers(result.messages) == ["admin", "coder", "reviewer", "runner", "admin"]
@@ -277,6 +297,7 @@ async def test_admin_modes_reach_the_answer(
         assert request.body["stop"] == [":"]
 
 
+@pytest.mark.docker
 async def test_a_crew_reused_for_two_tasks_reports_each_tasks_own_runs(
     model_server: ScriptedModelServer,
 ) -> None:

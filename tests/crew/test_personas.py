@@ -16,6 +16,8 @@ from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona
 from sandcrew.testing import ScriptedModelServer as Server
 from tests.crew.conftest import run_cli
 
+pytestmark = pytest.mark.docker
+
 CASES = [
     pytest.param(persona, mode, id=f"{name}-{mode}")
     for name, persona in PERSONAS.items()
