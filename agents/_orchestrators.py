@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..core import UserError
+from ..core import ModelBehaviorError, UserError
 from ._agent import Agent, GenerateReplyOptions, agent_description
 from ._graph import Graph
 from ._messages import Message, TextMessage, Usage, add_usage
@@ -184,10 +184,11 @@ class RolePlayOrchestrator:
     asking the admin. Otherwise the admin gets the role-play prompt as the system message
     (which takes the place of the admin's own system message), then the rewritten history,
     with temperature 0, max tokens 128 and stop ``":"``. A reply naming no candidate, or
-    several, is asked again with feedback, up to ``max_attempts`` attempts in all; then the
-    chat goes on with the round-robin choice among the candidates, and the context's notes
-    say so. A reply that stopped inside a ``<think>`` block marks the admin as a reasoning
-    model: its requests from then on leave room for the reasoning.
+    several (with feedback), or no usable reply at all (a :class:`ModelBehaviorError`), is
+    asked again, up to ``max_attempts`` attempts in all; then the chat goes on with the
+    round-robin choice among the candidates, and the context's notes say so. A reply that
+    stopped inside a ``<think>`` block marks the admin as a reasoning model: its requests
+    from then on leave room for the reasoning.
     """
 
     def __init__(self, admin: Agent, workflow: Graph | None = None, *, max_attempts: int = 3):
@@ -218,7 +219,12 @@ class RolePlayOrchestrator:
         replies: list[str] = []
         names = ",".join(agent.name for agent in candidates)
         for _ in range(self.max_attempts):
-            reply = await self.admin.generate_reply(messages, self.options)
+            try:
+                reply = await self.admin.generate_reply(messages, self.options)
+            except ModelBehaviorError as error:
+                # An unusable answer (empty, refused) is one more reply naming nobody.
+                replies.append(f"<no usable reply: {error}>")
+                continue
             context.record_usage(reply.usage)
             if is_unfinished_reasoning(reply.content) and self.options is ROLE_PLAY_OPTIONS:
                 self.options = REASONING_ROLE_PLAY_OPTIONS

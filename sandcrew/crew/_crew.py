@@ -151,13 +151,13 @@ class Crew:
             if mode in (CrewMode.WORKFLOW, CrewMode.WORKFLOW_ADMIN)
             else None
         )
-        selector = None
+        selector: Agent | None = None
         if mode in (CrewMode.ADMIN, CrewMode.WORKFLOW_ADMIN):
             # Speaker selection has its own prompt (the role-play game), so it uses a plain
             # agent on the admin's model rather than the admin with its task instructions.
             selector = OpenAIChatAgent(
                 "admin", model=self.settings.model_for("admin"), client=self.client
-            )
+            ).use(self._context_fit(""))
         chat = GroupChat(
             members,
             admin=selector,

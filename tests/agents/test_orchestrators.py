@@ -341,3 +341,19 @@ async def test_role_play_single_member_needs_no_admin() -> None:
     solo = ScriptedAgent("solo", ["hi"])
     orchestrator = RolePlayOrchestrator(ScriptedAgent("admin"))
     assert await next_name(orchestrator, [], [solo]) == "solo"
+
+
+async def test_an_empty_selection_reply_is_asked_again_not_an_error(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(
+        Turn(agent="admin", content=""), Turn(agent="admin", content="From runner")
+    )
+    runner = ScriptedAgent("runner", ["ran"])
+    chat = GroupChat([ScriptedAgent("coder"), runner], admin=model_agent("admin"))
+
+    result = await chat.call([said("user", "task")], max_round=1)
+
+    assert result.stop_reason is StopReason.MAX_ROUNDS
+    assert [m.sender for m in result.new_messages] == ["runner"]
+    assert len(scripted_model_server.requests) == 2
