@@ -12,8 +12,9 @@ import json
 
 import pytest
 
-from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona
+from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona, load_script
 from sandcrew.testing import ScriptedModelServer as Server
+from sandcrew.testing._personas import Mode
 from tests.crew.conftest import run_cli
 
 pytestmark = pytest.mark.docker
@@ -26,9 +27,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("persona", "mode"), CASES)
-def test_persona_through_the_cli(persona: Persona, mode: str) -> None:
-    compliant_calls = PERSONAS["compliant"].model_calls(mode)  # type: ignore[arg-type]
-    with Server(persona.script(mode)) as server:  # type: ignore[arg-type]
+def test_persona_through_the_cli(persona: Persona, mode: Mode) -> None:
+    compliant_calls = PERSONAS["compliant"].model_calls(mode)
+    with Server(persona.script(mode)) as server:
         completed = run_cli(
             "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--mode", mode, "--json"
         )
@@ -65,9 +66,7 @@ def test_an_unrescued_persona_names_its_cause_on_the_terminal() -> None:
     assert "without a recognisable completion signal" in completed.stderr
 
 
-def test_persona_scripts_replay_from_yaml(tmp_path: object) -> None:
-    from sandcrew.testing import load_script
-
+def test_persona_scripts_replay_from_yaml() -> None:
     for persona in PERSONAS.values():
         for mode in persona.modes:
             turns = persona.script(mode)
