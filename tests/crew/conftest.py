@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import docker
 import pytest
 
 from sandcrew.crew import CrewSettings
@@ -14,7 +13,6 @@ from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.crew.fakes import ScriptedSandbox
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
-from tests.sandbox.helpers import our_containers
 
 __all__ = ["run_cli"]
 
@@ -60,24 +58,6 @@ def happy_path_turns() -> list[Turn]:
 def model_server() -> Iterator[ScriptedModelServer]:
     with ScriptedModelServer() as server:
         yield server
-
-
-@pytest.fixture(scope="session")
-def docker_client() -> docker.DockerClient:
-    # Crew tests run real containers: an unreachable engine must fail them, not skip.
-    return docker.from_env()
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every Docker test must leave no sandbox container behind."""
-    if request.node.get_closest_marker("docker") is None:
-        yield
-        return
-    client: docker.DockerClient = request.getfixturevalue("docker_client")
-    yield
-    leftovers = our_containers(client)
-    assert not leftovers, f"containers left behind: {leftovers}"
 
 
 @pytest.fixture

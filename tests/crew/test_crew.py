@@ -232,7 +232,7 @@ async def test_token_budget_stops_with_its_reason(
     assert "1000" in result.stop_detail
 
 
-async def test_runner_without_code_asks_the_coder(
+async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
     model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
     model_server.add(
@@ -247,7 +247,9 @@ async def test_runner_without_code_asks_the_coder(
 
     assert result.solved
     assert "There is no code block" in result.messages[2].content
+    # The reviewer, not the runner, sends it back: the only run is of the fixed code.
     assert NO_CODE_REPLY not in [m.content for m in result.messages]
+    assert [run.stdout.strip() for run in result.runs] == ["63245986"]
 
 
 @pytest.mark.docker

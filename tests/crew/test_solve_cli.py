@@ -15,6 +15,7 @@ from tests.crew.conftest import (
     run_cli,
 )
 
+# The crew runs its code in real containers.
 pytestmark = pytest.mark.docker
 
 
