@@ -142,29 +142,31 @@ async def serve(
 ) -> None:
     """Serve until the client goes away (stdio) or the process is told to stop.
 
-    Every run still going when the server stops is cancelled and its container removed;
-    SIGTERM stops the server the same way as the end of its input.
+    Every run still going when the server stops is cancelled and its container removed.
+    Over stdio, SIGTERM (which MCP clients send when the server does not exit at once
+    after its input closes) ends the serving the same way, and the cleanup goes on.
     """
     limits = limits_of(settings, allow_network=allow_network)
-    async with SandboxToolbox(settings, limits) as toolbox:
-        server = build_server(toolbox, limits, with_solve=with_solve)
-        if transport == "stdio":
-            await _serve_stdio(server)
-        else:
-            await _serve_http(server, host=host, port=port)
-
-
-async def _serve_stdio(server: Server[Any]) -> None:
+    toolbox = SandboxToolbox(settings, limits)
+    server = build_server(toolbox, limits, with_solve=with_solve)
     loop = asyncio.get_running_loop()
-    serving = asyncio.ensure_future(_run_stdio(server))
-    loop.add_signal_handler(signal.SIGTERM, serving.cancel)
+    if transport == "stdio":
+        serving = asyncio.ensure_future(_run_stdio(server))
+        loop.add_signal_handler(signal.SIGTERM, serving.cancel)
+    else:
+        serving = asyncio.ensure_future(_serve_http(server, host=host, port=port))
     try:
         await serving
     except asyncio.CancelledError:
-        if not serving.cancelled():
+        current = asyncio.current_task()
+        if not serving.cancelled() or (current is not None and current.cancelling()):
             raise
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        try:
+            await toolbox.aclose()
+        finally:
+            if transport == "stdio":
+                loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _run_stdio(server: Server[Any]) -> None:
