@@ -143,8 +143,8 @@ async def serve(
     """Serve until the client goes away (stdio) or the process is told to stop.
 
     Every run still going when the server stops is cancelled and its container removed.
-    Over stdio, SIGTERM (which MCP clients send when the server does not exit at once
-    after its input closes) ends the serving the same way, and the cleanup goes on.
+    SIGTERM (which stdio clients send when the server does not exit at once after its
+    input closes) ends the serving, and the cleanup still goes on.
     """
     limits = limits_of(settings, allow_network=allow_network)
     toolbox = SandboxToolbox(settings, limits)
@@ -152,9 +152,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     if transport == "stdio":
         serving = asyncio.ensure_future(_run_stdio(server))
-        loop.add_signal_handler(signal.SIGTERM, serving.cancel)
     else:
         serving = asyncio.ensure_future(_serve_http(server, host=host, port=port))
+    # uvicorn handles SIGTERM itself while it serves, then restores this handler and
+    # raises the signal again: by then the serving is over and the cleanup goes on.
+    loop.add_signal_handler(signal.SIGTERM, serving.cancel)
     try:
         await serving
     except asyncio.CancelledError:
@@ -165,8 +167,7 @@ async def serve(
         try:
             await toolbox.aclose()
         finally:
-            if transport == "stdio":
-                loop.remove_signal_handler(signal.SIGTERM)
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def _run_stdio(server: Server[Any]) -> None:
