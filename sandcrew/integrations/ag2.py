@@ -94,6 +94,9 @@ class SandcrewSandbox(SandboxBase):
         self._closed = True
         self._files.clear()
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        return self  # a handle on the factory's Docker connection, shared like the factory
+
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("This SandcrewSandbox is closed; open another from the factory")
@@ -148,6 +151,11 @@ class SandcrewSandboxFactory:
 
     async def aclose(self) -> None:
         await self._sandbox.aclose()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        # AG2 deep-copies the tools given to an agent; the copy of a handle on a
+        # Docker connection is the same handle (as AG2's own Docker backend does).
+        return self
 
     async def __aenter__(self) -> Self:
         await self._sandbox.start()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import PurePosixPath
 
 import pytest
+from ag2 import Agent
+from ag2.events import ToolCallEvent, ToolResultEvent
+from ag2.testing import TestConfig
 from ag2.tools import SandboxCodeTool
 from ag2.tools.sandbox import CodeAdapter, Sandbox, SandboxFactory, WorkdirAware
 
@@ -95,3 +99,28 @@ async def test_exec_passes_env_and_runs_in_the_workdir_without_network(
     assert result.output == "hello 'quoted' world from /workspace\nlo"
     assert result.exit_code == 0
     assert empty.exit_code == 2
+
+
+async def test_an_ag2_agent_runs_its_code_tool_through_sandcrew(
+    factory: SandcrewSandboxFactory,
+) -> None:
+    # AG2's own scripted model (ag2.testing) asks for two runs; the tool runs them here.
+    calls = [
+        ToolCallEvent("run_code", arguments=json.dumps({"code": code, "language": "python"}))
+        for code in ("print(6 * 7)", "import time; time.sleep(30)")
+    ]
+    agent = Agent(
+        "coder",
+        config=TestConfig(calls, "The answer is 42."),
+        tools=[SandboxCodeTool(CodeAdapter(factory, timeout=1))],
+    )
+
+    reply = await agent.ask("What is 6 * 7?")
+
+    results = [
+        event.result.parts[0].content
+        for event in await reply.context.stream.history.get_events()
+        if isinstance(event, ToolResultEvent)
+    ]
+    assert sorted(results) == ["42", "Execution timed out after 1s\n[exit code: 124]"]
+    assert reply.body == "The answer is 42."
