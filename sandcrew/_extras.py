@@ -1,4 +1,4 @@
-"""Optional dependencies: the error that names the extra to install."""
+"""Optional dependencies: imported only when used, with an error that names the extra."""
 
 from __future__ import annotations
 

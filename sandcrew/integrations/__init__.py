@@ -7,3 +7,5 @@
 
 Importing this package imports neither framework.
 """
+
+__all__: list[str] = []

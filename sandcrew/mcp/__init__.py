@@ -6,12 +6,12 @@ server fixes), ``list_languages``, and ``solve`` when a model is configured.
 
 from __future__ import annotations
 
-from sandcrew._extras import MissingExtraError
+from sandcrew import _extras
 
 try:
     import mcp as _sdk  # noqa: F401  (the optional dependency, checked once here)
 except ImportError as missing:
-    raise MissingExtraError("`sandcrew mcp`", "the MCP SDK (mcp)", "mcp") from missing
+    raise _extras.MissingExtraError("`sandcrew mcp`", "the MCP SDK (mcp)", "mcp") from missing
 
 from sandcrew.mcp._server import SERVER_NAME, Transport, build_server, limits_of, serve
 from sandcrew.mcp._toolbox import SandboxToolbox
