@@ -41,8 +41,7 @@ async def test_tools_are_listed_with_schemas_that_carry_the_limits() -> None:
     async with mcp_session("--timeout", "5", "--memory", "128m") as session:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
 
-    # No model configured for these tests' environment besides a closed port: solve is
-    # offered only with a model (see test_solve below); run_code and list_languages always.
+    # solve comes with a configured model (test_mcp_http_and_solve); these two always.
     assert {"run_code", "list_languages"} <= set(tools)
     run = tools["run_code"]
     schema = run.input_schema
