@@ -21,11 +21,11 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from sandcrew.core import SandcrewError, UserError
+from sandcrew.core import ConfigurationError, SandcrewError, UserError
 from sandcrew.crew import CrewSettings
 from sandcrew.functions import FunctionTool, ToolResult
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
-from sandcrew.mcp._tools import ServerLimits, tool_contracts
+from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
 from sandcrew.sandbox import CodeTooLargeError
 
 Transport = Literal["stdio", "streamable-http"]
@@ -124,6 +124,11 @@ def _progress_reporter(ctx: ServerRequestContext[Any]) -> Any:
 
 def limits_of(settings: CrewSettings, *, allow_network: bool) -> ServerLimits:
     """The server's limits: its sandbox settings' timeout and memory are the ceilings."""
+    if settings.sandbox.memory_bytes < MIN_MEMORY_MIB * MIB:
+        raise ConfigurationError(
+            f"the MCP server needs a memory limit of at least {MIN_MEMORY_MIB}m "
+            f"(got {settings.sandbox.memory_bytes} bytes)"
+        )
     return ServerLimits(
         max_timeout=settings.sandbox.timeout,
         max_memory_bytes=settings.sandbox.memory_bytes,

@@ -21,6 +21,7 @@ from tests.mcp_server.helpers import (
     server_parameters,
     wait_until_gone,
 )
+from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 from tests.sandbox.helpers import our_containers, shared_client
 
@@ -241,3 +242,20 @@ def _wait_for(probe: object) -> int:
         time.sleep(0.05)
     assert isinstance(found, int)
     return found
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (("--memory", "10m"), "error: the MCP server needs a memory limit of at least 16m"),
+        (("--transport", "carrier-pigeon"), "error: --transport must be stdio or streamable-http"),
+        (("--timeout", "0"), "error: Invalid sandbox settings: timeout must be > 0"),
+    ],
+    ids=["too-little-memory", "unknown-transport", "zero-timeout"],
+)
+def test_bad_server_options_are_one_line_errors(arguments: tuple[str, ...], expected: str) -> None:
+    completed = run_cli("mcp", *arguments, stdin="")
+
+    assert completed.returncode == 2
+    assert completed.stderr.startswith(expected), completed.stderr
+    assert completed.stderr.count("\n") == 1
