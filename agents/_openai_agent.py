@@ -75,9 +75,6 @@ _NO_TOOLS = re.compile(
     r"does not support (?:function|tool) call",
     re.IGNORECASE,
 )
-_CONTEXT_OVERFLOW = re.compile(
-    r"context[ _]length|maximum context|context window|too many tokens", re.IGNORECASE
-)
 _MAX_BACKOFF = 8.0
 _MAX_RETRY_AFTER = 30.0
 
@@ -362,7 +359,7 @@ class OpenAIChatAgent(BaseAgent):
                     raise ToolsUnsupportedError(
                         f"{self._where} does not support tools (HTTP 400: {message})"
                     ) from error
-                if "tool" not in message.lower() or _CONTEXT_OVERFLOW.search(message):
+                if "tool" not in message.lower() or _is_context_overflow(error):
                     raise self._status_error(error) from error
                 rejections.append(f"{_choice_label(form)} (HTTP 400: {message})")
                 continue
@@ -544,6 +541,13 @@ class OpenAIChatAgent(BaseAgent):
             return ConfigurationError(
                 f"{where} does not know this model or path ({detail}); check model and base_url"
             )
+        if _is_context_overflow(error):
+            return InfrastructureError(
+                f"{where} answered that the request exceeds the model's context ({detail}); "
+                "lower context_tokens or use a model with a larger context",
+                code=ErrorCode.MODEL_CONTEXT_EXCEEDED,
+                retryable=False,
+            )
         if status == 429 or status >= 500:
             return InfrastructureError(
                 f"{where} kept failing after {attempts} attempt(s): {detail}",
@@ -642,6 +646,20 @@ def _retry_after(error: openai.APIStatusError) -> float | None:
         if 0 <= seconds <= _MAX_RETRY_AFTER:
             return seconds
     return None
+
+
+_CONTEXT_OVERFLOW_WORDS = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|exceeds? the (available )?context"
+    r"|context (window|size) (is )?exceeded|too many tokens",
+    re.IGNORECASE,
+)
+
+
+def _is_context_overflow(error: openai.APIStatusError) -> bool:
+    """OpenAI says ``context_length_exceeded``; vLLM, llama.cpp and others say it in words."""
+    return error.code == "context_length_exceeded" or bool(
+        _CONTEXT_OVERFLOW_WORDS.search(error.message)
+    )
 
 
 def _describe_foreign(answer: object) -> str:

@@ -55,6 +55,11 @@ class CrewSettings(BaseModel):
     request_timeout: float = Field(default=300.0, gt=0)
     """Seconds to wait for one model answer. Generous by default: a CPU-run local model
     answers one request at a time, and time spent queued counts."""
+    context_tokens: int = Field(default=8192, ge=2048)
+    """The models' context size: the oldest turns are left out of a request that would not
+    fit it (the task and the latest code, review and run always stay)."""
+    max_output_chars: int = Field(default=4000, ge=100)
+    """Longer texts (run outputs, long replies) reach a model trimmed to head and tail."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     def model_for(self, role: ModelRole) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sandcrew.testing import PERSONAS, ScriptedModelServer, persona_turns
+from sandcrew.testing import PERSONAS, ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, run_cli
 
 pytestmark = pytest.mark.docker
@@ -63,7 +63,7 @@ def notes_of(records: list[dict[str, Any]]) -> list[str]:
 @pytest.mark.parametrize("name", sorted(RESCUED))
 def test_the_crew_solves_with_a_rescuable_persona(name: str, tmp_path: Path) -> None:
     expected_calls, note = RESCUED[name]
-    with ScriptedModelServer(persona_turns(name)) as server:
+    with ScriptedModelServer(PERSONAS[name].script()) as server:
         completed, summary, records = solve(server, tmp_path)
 
     assert completed.returncode == 0, completed.stderr
@@ -81,7 +81,7 @@ def test_the_crew_solves_with_a_rescuable_persona(name: str, tmp_path: Path) -> 
 def test_a_stalled_server_stops_the_crew_as_slow_and_gets_the_request_once(
     tmp_path: Path,
 ) -> None:
-    with ScriptedModelServer(persona_turns("stalled-server")) as server:
+    with ScriptedModelServer(PERSONAS["stalled-server"].script()) as server:
         completed, summary, _ = solve(server, tmp_path, "--request-timeout", "1")
 
     assert completed.returncode == 1
@@ -95,7 +95,7 @@ def test_a_stalled_server_stops_the_crew_as_slow_and_gets_the_request_once(
 
 
 def test_review_calls_that_cannot_be_repaired_stop_with_the_cause(tmp_path: Path) -> None:
-    with ScriptedModelServer(persona_turns("invalid-review-calls")) as server:
+    with ScriptedModelServer(PERSONAS["invalid-review-calls"].script()) as server:
         completed, summary, records = solve(server, tmp_path)
 
     assert completed.returncode == 1
@@ -111,7 +111,7 @@ def test_review_calls_that_cannot_be_repaired_stop_with_the_cause(tmp_path: Path
 
 def test_every_request_carries_max_tokens_within_the_budget(tmp_path: Path) -> None:
     budget = 5000
-    with ScriptedModelServer(persona_turns("no-usage")) as server:
+    with ScriptedModelServer(PERSONAS["no-usage"].script()) as server:
         completed, summary, _ = solve(server, tmp_path, "--max-tokens", str(budget))
 
     assert completed.returncode == 0, completed.stderr
@@ -124,7 +124,7 @@ def test_every_request_carries_max_tokens_within_the_budget(tmp_path: Path) -> N
 
 def test_a_spent_budget_stops_before_the_next_request(tmp_path: Path) -> None:
     # The coder's reply alone costs more than the budget: nothing else is asked.
-    server = ScriptedModelServer(persona_turns("no-usage"), require_all_used=False)
+    server = ScriptedModelServer(PERSONAS["no-usage"].script(), require_all_used=False)
     with server:
         completed, summary, _ = solve(server, tmp_path, "--max-tokens", "60")
 

@@ -12,12 +12,10 @@ import pytest
 
 from sandcrew.testing import (
     AGENT_HEADER,
-    PERSONAS,
     ScriptedModelServer,
     ScriptedToolCall,
     Turn,
     load_script,
-    persona_turns,
 )
 
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
@@ -85,16 +83,3 @@ def test_matchers_load_from_script_files() -> None:
     [turn] = load_script([{"tools": True, "tool_choice": "named", "content": "x"}])
     assert (turn.tools, turn.tool_choice) == (True, "named")
     assert "tool_choice='named'" in turn.describe()
-
-
-def test_every_persona_is_a_valid_script() -> None:
-    for name, make in PERSONAS.items():
-        turns = make()
-        assert turns, name
-        assert all(isinstance(turn, Turn) for turn in turns)
-    assert json.dumps(sorted(PERSONAS))  # names are plain strings
-
-
-def test_an_unknown_persona_names_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown persona 'nope'; known personas: .*compliant"):
-        persona_turns("nope")
