@@ -17,6 +17,7 @@ from ..core import UserError
 from ._arguments import (
     ArgumentProblems,
     ReadArguments,
+    parse_arguments,
     pydantic_problems,
     read_arguments,
     repair_values,
@@ -114,8 +115,11 @@ class FunctionTool(Generic[P, R]):
         """
         return self._spec.contract.to_openai_tool(strict=self._strict)
 
-    def call_json(self, arguments: str) -> ToolResult:
+    def call_json(self, arguments: str, *, repair: bool = True) -> ToolResult:
         """Validate the model's JSON arguments, call the function and serialize its result.
+
+        Loose arguments that can be read only one way are repaired first (``repair=False``
+        refuses them instead, for callers that are programs rather than models).
 
         An async function is run to completion here; inside a running event loop use
         :meth:`acall_json` instead.
@@ -126,7 +130,7 @@ class FunctionTool(Generic[P, R]):
                 f"{self.name}.call_json() cannot run the async function inside a running event "
                 f"loop; use `await {self.name}.acall_json(...)`"
             )
-        prepared = self._prepare(arguments)
+        prepared = self._prepare(arguments, repair=repair)
         if isinstance(prepared, ToolResult):
             return prepared
         try:
@@ -139,10 +143,10 @@ class FunctionTool(Generic[P, R]):
             return self._raised(error)
         return self._result(value, prepared)
 
-    async def acall_json(self, arguments: str) -> ToolResult:
+    async def acall_json(self, arguments: str, *, repair: bool = True) -> ToolResult:
         """Like :meth:`call_json`; a sync function runs in a worker thread."""
         self._check_arguments_type(arguments)
-        prepared = self._prepare(arguments)
+        prepared = self._prepare(arguments, repair=repair)
         if isinstance(prepared, ToolResult):
             return prepared
         try:
@@ -166,13 +170,18 @@ class FunctionTool(Generic[P, R]):
                 f"(got {type(arguments).__name__}); pass json.dumps(arguments)"
             )
 
-    def _prepare(self, arguments: str) -> _PreparedCall | ToolResult:
-        read = read_arguments(arguments, self._schema)
+    def _prepare(self, arguments: str, *, repair: bool) -> _PreparedCall | ToolResult:
+        read: ReadArguments | ArgumentProblems
+        if repair:
+            read = read_arguments(arguments, self._schema)
+        else:
+            parsed = parse_arguments(arguments, self._schema)
+            read = parsed if isinstance(parsed, ArgumentProblems) else ReadArguments(parsed)
         if isinstance(read, ArgumentProblems):
             return self._refused(read)
         problems = schema_problems(self._validator, read.value)
         if problems is not None:
-            repaired = repair_values(self._validator, read.value)
+            repaired = repair_values(self._validator, read.value) if repair else None
             if repaired is None:
                 return self._refused(problems)
             read = ReadArguments(repaired.value, [*read.repairs, *repaired.repairs])

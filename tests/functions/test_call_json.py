@@ -222,6 +222,15 @@ def test_loose_but_unambiguous_arguments_are_repaired_and_said_so(
     assert json.loads(result.arguments) == GOOD_REVIEW
 
 
+def test_repair_can_be_turned_off_for_callers_that_are_programs(recorder: Recorder) -> None:
+    result = review_tool(recorder).call_json(
+        json.dumps({**GOOD_REVIEW, "language": "python"}), repair=False
+    )
+    assert_refused(result, recorder, "/language: unexpected property")
+    fenced = review_tool(recorder).call_json(f"```json\n{GOOD_TEXT}\n```", repair=False)
+    assert_refused(fenced, recorder, "arguments are not valid JSON")
+
+
 def test_valid_arguments_need_no_repair(recorder: Recorder) -> None:
     result = review_tool(recorder).call_json(GOOD_TEXT)
     assert (result.repairs, result.arguments) == ([], None)
