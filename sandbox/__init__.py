@@ -14,6 +14,8 @@ from ._errors import (
 from ._extract import CodeBlock, extract_code_blocks
 from ._images import DEFAULT_IMAGES, BaseSource, ImageBuildError, build_images, list_images
 from ._languages import SUPPORTED_LANGUAGES, normalize_language
+from ._lifecycle import treat_sigterm_as_interrupt
+from ._protocol import Sandbox
 from ._reaper import reap_orphans
 from ._result import ExecutionResult
 from ._sandbox import DockerSandbox
@@ -30,6 +32,7 @@ __all__ = [
     "ExecutionResult",
     "ImageBuildError",
     "ImageNotFoundError",
+    "Sandbox",
     "SandboxConfig",
     "SandboxError",
     "UnsupportedLanguageError",
@@ -40,4 +43,5 @@ __all__ = [
     "list_images",
     "normalize_language",
     "reap_orphans",
+    "treat_sigterm_as_interrupt",
 ]

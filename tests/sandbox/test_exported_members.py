@@ -20,6 +20,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "EmptyCodeError",
             "ExecutionResult",
             "ImageNotFoundError",
+            "Sandbox",
             "SandboxConfig",
             "SandboxError",
             "UnsupportedLanguageError",
@@ -28,6 +29,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "list_images",
             "normalize_language",
             "reap_orphans",
+            "treat_sigterm_as_interrupt",
         ]
     )
     for name in sandcrew.sandbox.__all__:
