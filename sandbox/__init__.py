@@ -19,6 +19,7 @@ from ._protocol import Sandbox
 from ._reaper import reap_orphans
 from ._result import ExecutionResult
 from ._sandbox import DockerSandbox
+from ._seccomp import describe as describe_seccomp_profile
 
 __all__ = [
     "DEFAULT_IMAGES",
@@ -38,6 +39,7 @@ __all__ = [
     "UnsupportedLanguageError",
     "build_images",
     "connect_docker",
+    "describe_seccomp_profile",
     "docker_endpoint",
     "extract_code_blocks",
     "list_images",

@@ -219,8 +219,7 @@ class SandboxConfig(BaseModel):
         low, high = value
         if not 1 <= low <= high < 2**31 - 1:
             raise ValueError(
-                "uid_range must be (low, high) with 1 <= low <= high < 2147483647 "
-                f"(got {value!r})"
+                f"uid_range must be (low, high) with 1 <= low <= high < 2147483647 (got {value!r})"
             )
         return value
 

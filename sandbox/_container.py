@@ -59,8 +59,7 @@ def host_config(
         "read_only": config.read_only_root,
         "tmpfs": {
             config.workdir: (
-                f"{tmpfs_options},size={config.workdir_tmpfs_bytes},"
-                f"uid={uid},gid={gid},mode=0700"
+                f"{tmpfs_options},size={config.workdir_tmpfs_bytes},uid={uid},gid={gid},mode=0700"
             ),
             "/tmp": f"{tmpfs_options},size={config.tmp_tmpfs_bytes},mode=1777",
         },

@@ -15,10 +15,10 @@ container is the caller's business.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import docker
 import docker.errors
@@ -219,10 +219,11 @@ def _wait_for_end(
     if the engine has not confirmed the end by then, kills once more and waits
     once more, then gives up with a :class:`SandboxError`.
     """
-    ended: dict[str, Any] | None = None
+    ended_with: int | None = None
     for budget in (deadline.remaining() + ENGINE_CONFIRMATION_SECONDS, ENGINE_CONFIRMATION_SECONDS):
         try:
-            ended = api.wait(container_id, timeout=budget)
+            ended = api.wait(container_id, timeout=math.ceil(budget))
+            ended_with = int(ended.get("StatusCode", -1))
             state = api.inspect_container(container_id)["State"]
         except docker.errors.NotFound:
             raise vanished() from None
@@ -234,14 +235,14 @@ def _wait_for_end(
             _kill(api, container_id)
             continue
         break
-    if ended is None:
+    if ended_with is None:
         raise SandboxError(
             f"Docker did not confirm that the sandbox container {container_id[:12]} stopped "
             "after it was killed; `sandcrew sandbox gc` removes it",
             retryable=True,
         )
     if status is None:
-        status = int(ended.get("StatusCode", -1))
+        status = ended_with
     return status, bool(state.get("OOMKilled", False))
 
 

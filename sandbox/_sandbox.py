@@ -16,13 +16,13 @@ import docker
 
 from ..core import UserError
 from ._config import SandboxConfig
+from ._deadlines import run_limit
 from ._errors import CodeTooLargeError, EmptyCodeError, SandboxError, UnsupportedLanguageError
 from ._execution import execute, judge
 from ._languages import SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import ContainerSupply
 from ._result import ExecutionResult
 from ._supervisor import program_delivery
-from ._deadlines import run_limit
 
 # A pooled container that ended before it read its program is replaced by
 # another; after this many, the run launches a container of its own.

@@ -31,7 +31,7 @@ from sandcrew.crew._review import VerdictMiddleware, review_code_block
 from sandcrew.crew._runner import RunnerAgent
 from sandcrew.crew._settings import CrewMode, CrewSettings, ModelRole
 from sandcrew.crew._workflow import crew_workflow
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, Sandbox
 
 OnMessage = Callable[[Message], Awaitable[None] | None]
 
@@ -66,7 +66,7 @@ class Crew:
     def __init__(
         self,
         settings: CrewSettings,
-        sandbox: DockerSandbox,
+        sandbox: Sandbox,
         *,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
@@ -212,7 +212,7 @@ async def solve_task(
     task: str,
     settings: CrewSettings,
     *,
-    sandbox: DockerSandbox | None = None,
+    sandbox: Sandbox | None = None,
     on_message: OnMessage | None = None,
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from sandcrew.agents import BaseAgent, GenerateReplyOptions, Message, TextMessage
 from sandcrew.crew._code_facts import code_to_run
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox import ExecutionResult, Sandbox
 
 NO_CODE_REPLY = "No code available. Coder please write code"
 
@@ -20,7 +20,7 @@ class RunnerAgent(BaseAgent):
 
     def __init__(
         self,
-        sandbox: DockerSandbox,
+        sandbox: Sandbox,
         *,
         name: str = "runner",
         coder_name: str = "coder",

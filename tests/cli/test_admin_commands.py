@@ -31,10 +31,16 @@ def test_doctor_passes_the_security_self_test() -> None:
         "seccomp filter",
         "read-only root",
         "network off",
+        "seccomp profile",
+        "io_uring refused",
+        "ptrace refused",
     ):
         assert check in completed.stdout
     assert "FAIL" not in completed.stdout
     assert "CapEff 0000000000000000" in completed.stdout
+    assert "sandcrew's own allowlist" in completed.stdout
+    assert "io_uring_setup: EPERM" in completed.stdout
+    assert "ptrace(PTRACE_TRACEME): EPERM" in completed.stdout
 
 
 def test_doctor_fails_loudly_when_a_protection_is_missing() -> None:
@@ -46,8 +52,10 @@ def test_doctor_fails_loudly_when_a_protection_is_missing() -> None:
         "root_read_only": False,
         "network_blocked": False,
         "interfaces": ["eth0", "lo"],
+        "io_uring": "allowed",
+        "ptrace": "allowed",
     }
-    assert [check.ok for check in security_checks(weak)] == [False] * 6
+    assert [check.ok for check in security_checks(weak)] == [False] * 8
 
 
 def test_doctor_without_docker_exits_1_and_says_why() -> None:

@@ -12,6 +12,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "BaseSource",
             "ImageBuildError",
             "connect_docker",
+            "describe_seccomp_profile",
             "docker_endpoint",
             "CodeBlock",
             "CodeTooLargeError",

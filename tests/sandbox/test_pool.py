@@ -22,11 +22,11 @@ from sandcrew.sandbox import (
     SandboxConfig,
     reap_orphans,
 )
-from sandcrew.sandbox._supervisor import ACKNOWLEDGEMENT, program_delivery
 from sandcrew.sandbox._container import Launch, create_options, discard_container
 from sandcrew.sandbox._execution import execute
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox._streams import CappedBuffer, Demultiplexer
+from sandcrew.sandbox._supervisor import ACKNOWLEDGEMENT, program_delivery
 
 from .conftest import IMAGE
 from .helpers import our_containers, python_process
