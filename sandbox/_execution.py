@@ -64,7 +64,7 @@ async def execute(
     time_limit: float,
     output_limit: int,
 ) -> Outcome:
-    """Send the program to the waiting bootstrap and collect its outcome."""
+    """Send the program to the waiting supervisor and collect its outcome."""
     # One thread owns the attach connection from here to its closing. On
     # cancellation the socket is shut down, which ends the thread's reading,
     # and the thread is awaited: only then may the connection be closed.

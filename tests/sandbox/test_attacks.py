@@ -73,7 +73,7 @@ async def test_a_program_killed_by_a_signal_keeps_its_own_stderr(sandbox: Docker
     )
     result = await sandbox.run(code)
     assert result.exit_code == 137
-    assert result.stderr == "bye\n"  # no "Killed" from the bootstrap shell
+    assert result.stderr == "bye\n"  # nothing from the supervisor
     assert not result.oom_killed
     assert not result.timed_out
 

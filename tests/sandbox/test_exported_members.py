@@ -50,3 +50,9 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
 def test_supported_languages() -> None:
     assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash")
     assert set(sandcrew.sandbox.DEFAULT_IMAGES) >= set(sandcrew.sandbox.SUPPORTED_LANGUAGES)
+
+
+def test_the_docker_sandbox_implements_the_protocol() -> None:
+    assert isinstance(sandcrew.sandbox.DockerSandbox(), sandcrew.sandbox.Sandbox)
+    members = {"supported_languages", "start", "run", "aclose", "close"}
+    assert members <= set(dir(sandcrew.sandbox.Sandbox))
