@@ -8,9 +8,9 @@ import typer
 
 
 def _command_modules() -> list[ModuleType]:
-    from sandcrew.cli import doctor, images, run, sandbox, solve, suite, version
+    from sandcrew.cli import doctor, images, mcp_server, run, sandbox, solve, suite, version
 
-    return [solve, run, suite, images, sandbox, doctor, version]
+    return [solve, run, suite, images, sandbox, doctor, mcp_server, version]
 
 
 def register_all(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""`sandcrew suite run|list`: regression suites of coding tasks.
+"""`sandcrew suite run|list` (and `evaluate`, in its own module): regression suites of coding tasks.
 
 A thin shell over :mod:`sandcrew.suites`: it reads the options, shows a live
 progress bar and a final table, writes the reports and picks the exit code
@@ -24,6 +24,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+
+from sandcrew.cli import suite_evaluate
 
 if TYPE_CHECKING:
     from sandcrew.crew import CrewSettings
@@ -58,6 +60,7 @@ def register(app: typer.Typer) -> None:
     )
     suite_app.command("run")(run)
     suite_app.command("list")(list_suites)
+    suite_app.command("evaluate")(suite_evaluate.evaluate)
     app.add_typer(suite_app, name="suite")
 
 

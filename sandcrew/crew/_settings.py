@@ -51,6 +51,11 @@ class CrewSettings(BaseModel):
     model_retries: int = Field(default=2, ge=0)
     """Client retries (with backoff) on 429, 5xx and timeouts, per model request."""
     request_timeout: float = Field(default=60.0, gt=0)
+    context_tokens: int = Field(default=8192, ge=2048)
+    """The models' context size: the oldest turns are left out of a request that would not
+    fit it (the task and the latest code, review and run always stay)."""
+    max_output_chars: int = Field(default=4000, ge=100)
+    """Longer texts (run outputs, long replies) reach a model trimmed to head and tail."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     def model_for(self, role: ModelRole) -> str:
