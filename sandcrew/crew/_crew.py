@@ -36,10 +36,10 @@ from sandcrew.crew._prompts import (
     REVIEWER_PROMPT,
 )
 from sandcrew.crew._review import VerdictMiddleware, review_code_block
-from sandcrew.crew._runner import CodeRunner, RunnerAgent
+from sandcrew.crew._runner import RunnerAgent
 from sandcrew.crew._settings import CrewMode, CrewSettings, ModelRole
 from sandcrew.crew._workflow import crew_workflow
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, Sandbox
 
 CONTEXT_RESERVED_FOR_REPLY = 1024
 """Tokens of the model's context left free for its reply."""
@@ -83,7 +83,7 @@ class Crew:
     def __init__(
         self,
         settings: CrewSettings,
-        sandbox: CodeRunner,
+        sandbox: Sandbox,
         *,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
@@ -263,7 +263,7 @@ async def solve_task(
     task: str,
     settings: CrewSettings,
     *,
-    sandbox: CodeRunner | None = None,
+    sandbox: Sandbox | None = None,
     on_message: OnMessage | None = None,
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given."""

@@ -274,11 +274,17 @@ def test_ctrl_c_writes_finished_results_and_leaves_no_container(
     try:
         deadline = time.monotonic() + 60
         # Two slow programs running means both quick tasks are done (concurrency 2).
-        while len(containers()) < 2:
+        # A quick task's container lives well under a second; a slow one's for 60 s:
+        # only containers seen for 1.5 s count, so the quick ones are never mistaken.
+        first_seen: dict[str, float] = {}
+        while True:
+            now = time.monotonic()
+            first_seen = {name: first_seen.get(name, now) for name in containers()}
+            if sum(now - seen >= 1.5 for seen in first_seen.values()) >= 2:
+                break
             assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the slow tasks never started"
+            assert now < deadline, "the slow tasks never started"
             time.sleep(0.2)
-        time.sleep(0.5)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     finally:
