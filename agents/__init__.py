@@ -17,6 +17,7 @@ from ._agent import (
     ToolChoice,
     use,
 )
+from ._endpoint import DEFAULT_MODEL, ModelEndpoint
 from ._function_call import (
     FunctionCallAttempt,
     FunctionCallMiddleware,
@@ -62,6 +63,7 @@ from ._two_agent import GroupChatManager, initiate_chat, send
 __all__ = [
     "AGENT_HEADER",
     "CLEAR_MESSAGES",
+    "DEFAULT_MODEL",
     "HUMAN_INPUT_PROMPT",
     "TERMINATE",
     "Agent",
@@ -85,6 +87,7 @@ __all__ = [
     "Message",
     "Middleware",
     "MiddlewareAgent",
+    "ModelEndpoint",
     "OpenAIChatAgent",
     "OrchestrationContext",
     "Orchestrator",

@@ -2,8 +2,8 @@
 
 Works with OpenAI, Azure, Ollama, vLLM, llama.cpp, LM Studio — anything that speaks
 ``/v1/chat/completions`` — through ``base_url``. Retries with exponential backoff on 429, 5xx,
-connection errors and timeouts are done by the ``openai`` client itself (``max_retries``,
-``timeout``).
+connection errors and timeouts are done by the ``openai`` client itself, as the agent's
+:class:`ModelEndpoint` sets them (``retries``, ``timeout``).
 
 Message conversion: the agent's own messages become ``assistant`` messages (with
 ``tool_calls`` and ``tool`` results for its function calls); other agents' messages become
@@ -30,6 +30,7 @@ from ..core import (
     UserError,
 )
 from ._agent import BaseAgent, GenerateReplyOptions, ToolChoice
+from ._endpoint import ModelEndpoint
 from ._messages import (
     AggregateMessage,
     Message,
@@ -115,15 +116,18 @@ def _as_text(message: Message) -> str:
 
 
 class OpenAIChatAgent(BaseAgent):
-    """A chat-model agent. ``client`` may be injected; otherwise one is built from
-    ``base_url``/``api_key`` (``None`` falls back to the ``OPENAI_*`` environment variables)
-    with the given ``max_retries`` and ``timeout`` (seconds per request)."""
+    """A chat-model agent on ``endpoint`` (its ``model`` unless ``model`` is given).
+
+    ``client`` may be injected (agents of one crew share one); otherwise the endpoint builds
+    it. Without an endpoint the client falls back to the ``OPENAI_*`` environment variables.
+    """
 
     def __init__(
         self,
         name: str,
         *,
-        model: str,
+        endpoint: ModelEndpoint | None = None,
+        model: str | None = None,
         system_message: str | None = None,
         description: str | None = None,
         temperature: float | None = None,
@@ -131,20 +135,14 @@ class OpenAIChatAgent(BaseAgent):
         stop: Sequence[str] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: ToolChoice | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        max_retries: int = 3,
-        timeout: float = 60.0,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         super().__init__(name, description=description)
+        endpoint = endpoint or ModelEndpoint()
+        model = endpoint.model if model is None else model
         problems: list[str] = []
         if not model:
             problems.append("model must be a non-empty model name")
-        if max_retries < 0:
-            problems.append(f"max_retries must be >= 0 (got {max_retries})")
-        if timeout <= 0:
-            problems.append(f"timeout must be > 0 seconds (got {timeout})")
         if temperature is not None and not 0 <= temperature <= 2:
             problems.append(f"temperature must be between 0 and 2 (got {temperature})")
         if max_tokens is not None and max_tokens < 1:
@@ -158,17 +156,7 @@ class OpenAIChatAgent(BaseAgent):
         self.stop = list(stop) if stop else None
         self.tools = list(tools) if tools else None
         self.tool_choice = tool_choice
-        if client is None:
-            try:
-                client = openai.AsyncOpenAI(
-                    base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout
-                )
-            except openai.OpenAIError as error:
-                raise ConfigurationError(
-                    f"OpenAIChatAgent {name!r} has no API key: pass api_key= or set "
-                    "OPENAI_API_KEY (local servers such as Ollama accept any value)"
-                ) from error
-        self.client = client
+        self.client = client or endpoint.client()
 
     async def aclose(self) -> None:
         """Close the HTTP connections of this agent's client."""

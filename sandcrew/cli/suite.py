@@ -2,7 +2,8 @@
 
 A thin shell over :mod:`sandcrew.suites`: it reads the options, shows a live
 progress bar and a final table, writes the reports and picks the exit code
-(0 all good, 1 failures or regressions, 2 usage errors, 130 interrupted).
+(see :mod:`sandcrew.cli._exit_codes`: 0 all good, 1 failures or regressions, 2 usage or
+configuration errors, 3 Docker or the model endpoint unreachable, 130 interrupted).
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from sandcrew.cli import _options as options
+from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.suites import SolverName
+
 if TYPE_CHECKING:
-    from sandcrew.crew import CrewSettings
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
         BaselineComparison,
@@ -37,8 +41,8 @@ if TYPE_CHECKING:
         TaskResult,
     )
 
-FAILURE_EXIT = 1
-INTERRUPTED_EXIT = 130
+FAILURE_EXIT = ExitCode.NOT_SOLVED
+INTERRUPTED_EXIT = ExitCode.INTERRUPTED
 FULL_TABLE_LIMIT = 40
 """Above this many tasks the final table lists only the tasks that did not pass."""
 
@@ -50,24 +54,21 @@ class ExecutorName(enum.StrEnum):
     RAY = "ray"
 
 
-def register(app: typer.Typer) -> None:
-    suite_app = typer.Typer(
-        name="suite",
-        help="Run regression suites of coding tasks in throwaway containers.",
-        no_args_is_help=True,
-    )
-    suite_app.command("run")(run)
-    suite_app.command("list")(list_suites)
-    app.add_typer(suite_app, name="suite")
+suite_app = typer.Typer(
+    name="suite",
+    help="Run regression suites of coding tasks in throwaway containers.",
+    no_args_is_help=True,
+)
 
 
+@suite_app.command("run")
 def run(
     suite: Annotated[
         str, typer.Argument(help="A shipped suite (basics, humaneval) or a .yaml/.jsonl file.")
     ],
     solver: Annotated[
-        str, typer.Option("--solver", "-s", help="canonical, completions or crew.")
-    ] = "crew",
+        SolverName, typer.Option("--solver", "-s", help="Who writes the solutions.")
+    ] = SolverName.CREW,
     completions: Annotated[
         Path | None,
         typer.Option(help="JSONL of {task_id, completion} for --solver completions."),
@@ -82,10 +83,7 @@ def run(
             "--filter", "-k", help="Keep tasks whose id or tag contains this (or matches a glob)."
         ),
     ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(help="Seconds per container run for tasks that set none (default: 10)."),
-    ] = None,
+    run_timeout: options.RunTimeoutOrTimeout = None,
     report: Annotated[Path | None, typer.Option(help="Write a JSON report here.")] = None,
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
     baseline: Annotated[
@@ -102,30 +100,21 @@ def run(
         str | None,
         typer.Option(help="Ray cluster address for --executor ray (default: start a local Ray)."),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Model for --solver crew.")] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint for --solver crew.")
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="TOML crew settings for --solver crew (see solve).")
-    ] = None,
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    config: options.Config = None,
 ) -> None:
     """Solve every task of SUITE and check the results in throwaway containers."""
-    from sandcrew.sandbox import SandboxConfig
-    from sandcrew.suites import (
-        CrewSolver,
-        SuiteError,
-        load_suite,
-        make_solver,
-        read_json_report,
+    from sandcrew.cli._preflight import check_before_solving, check_sandbox_image
+    from sandcrew.suites import SuiteError, load_suite, make_solver, read_json_report
+
+    settings = options.settings_from_options(
+        config=config,
+        model=model,
+        base_url=base_url,
+        sandbox=options.sandbox_flags(run_timeout=run_timeout),
     )
-
-    def crew_settings() -> CrewSettings:
-        from sandcrew.settings import load_crew_settings
-
-        return load_crew_settings({"model": model, "base_url": base_url}, config_path=config)
-
-    chosen_solver = make_solver(solver, completions=completions, crew_settings=crew_settings)
+    chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
     loaded = load_suite(suite)
     selected = loaded.filtered(filters or ())
     if not selected.tasks:
@@ -138,13 +127,11 @@ def run(
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
     previous = read_json_report(baseline) if baseline is not None else None
-    # The crew's own [sandbox] settings (config file) apply to its checks too.
-    base_config = chosen_solver.settings.sandbox if isinstance(chosen_solver, CrewSolver) else None
-    sandbox_config = base_config or SandboxConfig()
-    if timeout is not None:
-        sandbox_config = SandboxConfig.model_validate(
-            {**sandbox_config.model_dump(), "timeout": timeout}
-        )
+    if solver is SolverName.CREW:
+        check_before_solving(settings)
+    else:
+        check_sandbox_image(settings.sandbox, "python")
+    sandbox_config = settings.sandbox
     task_executor = _make_executor(executor, address)
 
     console = Console()
@@ -169,6 +156,7 @@ def run(
     raise typer.Exit(_exit_code(final, comparison, interrupted, allow_failures))
 
 
+@suite_app.command("list")
 def list_suites() -> None:
     """Show the suites shipped with sandcrew."""
     from sandcrew.suites import list_suites as shipped

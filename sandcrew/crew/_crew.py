@@ -72,12 +72,7 @@ class Crew:
     ) -> None:
         self.settings = settings
         self._owns_client = client is None
-        self.client = client or openai.AsyncOpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key_value(),
-            max_retries=settings.model_retries,
-            timeout=settings.request_timeout,
-        )
+        self.client = client or settings.endpoint.client()
         self.admin = self._model_agent(
             "admin",
             ADMIN_PROMPT,
@@ -109,6 +104,7 @@ class Crew:
     ) -> OpenAIChatAgent:
         return OpenAIChatAgent(
             role,
+            endpoint=self.settings.endpoint,
             model=self.settings.model_for(role),
             system_message=prompt,
             description=description,
@@ -129,7 +125,10 @@ class Crew:
             # Speaker selection has its own prompt (the role-play game), so it uses a plain
             # agent on the admin's model rather than the admin with its task instructions.
             selector = OpenAIChatAgent(
-                "admin", model=self.settings.model_for("admin"), client=self.client
+                "admin",
+                endpoint=self.settings.endpoint,
+                model=self.settings.model_for("admin"),
+                client=self.client,
             )
         chat = GroupChat(
             members,

@@ -184,7 +184,7 @@ USAGE_ERRORS = [
     pytest.param(["nonesuch", "-s", "canonical"], "Unknown suite 'nonesuch'", id="unknown-suite"),
     pytest.param(
         ["basics", "-s", "oracle"],
-        "Unknown solver 'oracle'; choose one of: canonical, completions, crew",
+        "'oracle' is not one of 'canonical', 'completions', 'crew'",
         id="unknown-solver",
     ),
     pytest.param(
