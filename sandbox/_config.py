@@ -192,8 +192,7 @@ class SandboxConfig(BaseModel):
         maximum = _MAXIMUMS.get(name)
         if maximum is not None and value > maximum:
             raise ValueError(
-                f"{name} must be at most {_format_bytes(int(maximum))} "
-                f"(got {_format_bytes(value)})"
+                f"{name} must be at most {_format_bytes(int(maximum))} (got {_format_bytes(value)})"
             )
         return value
 

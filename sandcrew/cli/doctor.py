@@ -16,6 +16,7 @@ from rich.text import Text
 
 import sandcrew
 from sandcrew.cli import _options as options
+from sandcrew.cli import _output
 from sandcrew.crew import CrewSettings
 from sandcrew.errors import SandcrewError
 from sandcrew.sandbox import (
@@ -102,7 +103,7 @@ def doctor(
 ) -> None:
     """Check Python, the settings, the model endpoint, Docker, runtimes, images and the
     sandbox's security in a real container."""
-    console = Console()
+    console = _output.console()
     flags = options.flags_from_options(model=model, base_url=base_url)
     settings = load_crew_settings(flags, config_path=config)
     checks = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from sandcrew.cli import _output
 from sandcrew.sandbox import BaseSource, build_images, connect_docker, list_images
 
 images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True)
@@ -30,7 +30,7 @@ def build(
     ] = False,
 ) -> None:
     """Build the sandbox images (offline-capable)."""
-    console = Console(stderr=True)
+    console = _output.console(stderr=True)
     client = connect_docker()
     with console.status("building sandbox images…") as status:
 
@@ -55,4 +55,4 @@ def list_() -> None:
         status = "[green]built[/]" if image.present else "[red]missing[/]: sandcrew images build"
         created = (image.created or "")[:16].replace("T", " ")
         table.add_row(image.tag, status, size, created)
-    Console().print(table)
+    _output.console().print(table)

@@ -20,6 +20,7 @@ from rich.text import Text
 import sandcrew
 from sandcrew.agents import FunctionCallRequiredError, Message, StopReason, render_message
 from sandcrew.cli import _options as options
+from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._preflight import check_before_solving
 from sandcrew.crew import CrewResult, CrewSettings, solve_task
@@ -79,7 +80,7 @@ def solve(
         sandbox=options.sandbox_flags(run_timeout=run_timeout, memory=memory, image=image),
     )
     check_before_solving(settings)
-    console = Console()
+    console = _output.console()
     stream_chat = not (quiet or as_json)
     with _open_transcript(transcript) as recorder:
         recorder.header(task, settings)
@@ -169,7 +170,7 @@ def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None
         else:
             console.print(f"[bold green]answer:[/] {escape(result.answer or '')}", highlight=False)
         return
-    err = Console(stderr=True, highlight=False)
+    err = _output.console(stderr=True)
     reason = result.stop_reason.value
     err.print(f"[bold red]not solved[/] ({reason}): {escape(result.stop_detail)}")
 

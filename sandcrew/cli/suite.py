@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,10 +25,12 @@ from rich.progress import (
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.table import Table
 
 from sandcrew.cli import _options as options
+from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.suites import SolverName
 
@@ -134,7 +138,7 @@ def run(
     sandbox_config = settings.sandbox
     task_executor = _make_executor(executor, address)
 
-    console = Console()
+    console = _output.console()
     final, interrupted = _run_with_progress(
         selected, chosen_solver, task_executor, concurrency, sandbox_config
     )
@@ -169,7 +173,7 @@ def list_suites() -> None:
         count = str(info.task_count) if info.task_count is not None else "-"
         about = info.description if info.problem is None else f"{info.description} — {info.problem}"
         table.add_row(info.name, count, escape(about))
-    Console().print(table)
+    _output.console().print(table)
 
 
 def _make_executor(name: ExecutorName, address: str | None) -> TaskExecutor:
@@ -191,6 +195,7 @@ def _run_with_progress(
     from sandcrew.suites import SuiteRecorder, run_suite
 
     recorder = SuiteRecorder(suite, solver=solver.name, executor=executor.name)
+    err = _output.console(stderr=True)
     progress = Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -198,14 +203,23 @@ def _run_with_progress(
         MofNCompleteColumn(),
         TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} not passed"),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=not _output.is_terminal(sys.stderr),
     )
     bar = progress.add_task(suite.name, total=len(suite.tasks), passed=0, failed=0)
     counts = {"passed": 0, "failed": 0}
+    started = time.monotonic()
 
     def advance(result: TaskResult) -> None:
         counts["passed" if result.passed else "failed"] += 1
         progress.update(bar, advance=1, passed=counts["passed"], failed=counts["failed"])
+        if progress.disable:
+            err.print(
+                _progress_line(result, counts, len(suite.tasks), time.monotonic() - started),
+                markup=False,
+            )
 
     async def main() -> SuiteReport:
         return await run_suite(
@@ -223,8 +237,25 @@ def _run_with_progress(
             return asyncio.run(main()), False
         except KeyboardInterrupt:
             pass
-    Console(stderr=True).print("[yellow]Interrupted: reporting the tasks that finished.[/]")
+    _output.console(stderr=True).print("[yellow]Interrupted: reporting the tasks that finished.[/]")
     return recorder.report(interrupted=True), True
+
+
+def _progress_line(result: TaskResult, counts: dict[str, int], total: int, elapsed: float) -> str:
+    """One plain line per finished task, for logs: where we are and when we will be done."""
+    done = counts["passed"] + counts["failed"]
+    remaining = elapsed / done * (total - done)
+    return (
+        f"[{done}/{total}] {result.task_id} {result.status.value} · "
+        f"{counts['passed']} passed, {counts['failed']} not passed · "
+        f"elapsed {_clock(elapsed)} · ETA {_clock(remaining)}"
+    )
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def _print_results(console: Console, report: SuiteReport) -> None:

@@ -82,7 +82,9 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
 def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedModelServer) -> None:
     model_server.add(*happy_path_turns())
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted")
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+    )
 
     assert completed.returncode == 0, completed.stderr
     for speaker in ("admin", "coder", "reviewer", "runner"):
@@ -94,7 +96,9 @@ def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedMode
 def test_quiet_prints_only_the_answer(model_server: ScriptedModelServer) -> None:
     model_server.add(*happy_path_turns())
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", "-q")
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", "-q"
+    )
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == f"The 39th Fibonacci number is {FIBONACCI_ANSWER}."
@@ -104,7 +108,14 @@ def test_not_solved_exits_1_with_the_stop_reason(model_server: ScriptedModelServ
     model_server.add(happy_path_turns()[0], happy_path_turns()[1])
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", "--max-rounds", "2"
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        model_server.base_url,
+        "--model",
+        "scripted",
+        "--max-rounds",
+        "2",
     )
 
     assert completed.returncode == 1
@@ -123,7 +134,14 @@ def test_no_model_configured_exits_2_and_says_how() -> None:
 
 def test_bad_option_values_exit_2_naming_the_setting(model_server: ScriptedModelServer) -> None:
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", "--max-rounds", "0"
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        model_server.base_url,
+        "--model",
+        "scripted",
+        "--max-rounds",
+        "0",
     )
 
     assert completed.returncode == 2
@@ -146,7 +164,9 @@ def test_model_endpoint_returning_500s_is_retried_then_exits_3(
     # The client retries twice by default: three requests, all failing.
     model_server.add(Turn(agent="coder", status=500, error_message="overloaded", times=3))
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted")
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+    )
 
     assert completed.returncode == 3
     assert len(model_server.requests_for("coder")) == 3
@@ -165,7 +185,9 @@ def test_answer_with_markup_like_text_is_printed_verbatim(
         Turn(agent="admin", content=f"It is {FIBONACCI_ANSWER} [/INST] [python]\n[COMPLETE]"),
     )
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted")
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+    )
 
     assert completed.returncode == 0, completed.stderr
     assert f"answer: It is {FIBONACCI_ANSWER} [/INST] [python]" in completed.stdout

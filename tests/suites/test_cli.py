@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -270,19 +271,31 @@ def test_ctrl_c_writes_finished_results_and_leaves_no_container(
         )  # fmt: skip
         return listed.stdout.split()
 
+    progress: list[str] = []
+    reader = threading.Thread(
+        target=lambda: progress.extend(iter(process.stderr.readline, "")),  # type: ignore[union-attr]
+        daemon=True,
+    )
+    reader.start()
     try:
         deadline = time.monotonic() + 60
-        # Two slow programs running means both quick tasks are done (concurrency 2).
-        while len(containers()) < 2:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the slow tasks never started"
+        # Piped, every finished task is one progress line; then the slow ones are running.
+        while sum(" quick-" in line for line in progress) < 2 or len(containers()) < 2:
+            assert process.poll() is None, progress
+            assert time.monotonic() < deadline, f"the slow tasks never started: {progress}"
             time.sleep(0.2)
-        time.sleep(0.5)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        process.wait(timeout=30)
+        reader.join(timeout=10)
     finally:
         if process.poll() is None:
             process.kill()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+    stderr = "".join(progress)
+    assert progress[0].startswith("[1/6] quick-"), stderr
+    assert " · ETA 0:" in progress[0]
     assert process.returncode == 130, stderr
     assert containers() == []
     report = read_json_report(report_path)
