@@ -6,9 +6,11 @@ columns would split errors and table rows mid-line, so lines are never wrapped t
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 
@@ -27,3 +29,16 @@ def console(*, stderr: bool = False) -> Console:
         return Console(stderr=stderr)
     width = int(os.environ.get("COLUMNS", "0") or 0) or PIPED_WIDTH
     return Console(stderr=stderr, width=width, soft_wrap=True, highlight=False)
+
+
+JSON_FORMAT = 1
+"""The ``format`` of every JSON document the CLI prints; bumped only on incompatible changes."""
+
+
+def print_json(document: dict[str, Any]) -> None:
+    """Print ``document`` with its ``format`` version first."""
+    print(json.dumps({"format": JSON_FORMAT, **document}, indent=2, ensure_ascii=False))
+
+
+def as_dicts(items: list[Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(item) for item in items]

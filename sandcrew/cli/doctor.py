@@ -100,6 +100,7 @@ def doctor(
     base_url: options.BaseUrl = None,
     model: options.Model = None,
     config: options.Config = None,
+    as_json: options.Json = False,
 ) -> None:
     """Check Python, the settings, the model endpoint, Docker, runtimes, images and the
     sandbox's security in a real container."""
@@ -115,7 +116,7 @@ def doctor(
         client = connect_docker()
     except SandcrewError as error:
         checks.append(Check("docker engine", False, str(error)))
-        _show(console, checks)
+        _show(console, checks, as_json=as_json)
         raise typer.Exit(1) from None
     info: dict[str, Any] = client.info()
     checks.append(
@@ -140,7 +141,7 @@ def doctor(
         checks.append(Check(f"image {image.name}", image.present, detail))
     if self_test and all(check.ok for check in checks):
         checks.extend(_self_test())
-    _show(console, checks)
+    _show(console, checks, as_json=as_json)
     if not all(check.ok for check in checks):
         raise typer.Exit(1)
 
@@ -219,7 +220,11 @@ def _self_test() -> list[Check]:
     return security_checks(report)
 
 
-def _show(console: Console, checks: list[Check]) -> None:
+def _show(console: Console, checks: list[Check], *, as_json: bool = False) -> None:
+    if as_json:
+        ok = all(check.ok for check in checks)
+        _output.print_json({"ok": ok, "checks": _output.as_dicts(checks)})
+        return
     table = Table("check", "", "detail")
     for check in checks:
         if not check.ok:

@@ -7,10 +7,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.sandbox import BaseSource, build_images, connect_docker, list_images
 
-images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True)
+images_app = typer.Typer(
+    help="Build and list the sandbox images.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 @images_app.command("build")
@@ -45,9 +48,12 @@ def build(
 
 
 @images_app.command("list")
-def list_() -> None:
+def list_(as_json: options.Json = False) -> None:
     """Show the sandbox images and whether they are built."""
     client = connect_docker()
+    if as_json:
+        _output.print_json({"images": _output.as_dicts(list_images(client))})
+        return
     table = Table("image", "status", "size", "created")
     table.columns[0].no_wrap = True
     for image in list_images(client):

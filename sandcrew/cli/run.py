@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sandcrew.cli import _options as options
+from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.errors import UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
@@ -64,7 +65,7 @@ def run(
     code, chosen_language = _read_program(source, language.value if language else None)
     result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language)
     if as_json:
-        typer.echo(result.model_dump_json(indent=2))
+        _output.print_json(result.model_dump(mode="json"))
     else:
         _print_result(result)
     raise typer.Exit(exit_code_for(result))

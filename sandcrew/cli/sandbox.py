@@ -6,7 +6,9 @@ import typer
 
 from sandcrew.sandbox import connect_docker, reap_orphans
 
-sandbox_app = typer.Typer(help="Manage sandbox containers.", no_args_is_help=True)
+sandbox_app = typer.Typer(
+    help="Manage sandbox containers.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 @sandbox_app.command("gc")

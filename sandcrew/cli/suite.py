@@ -62,6 +62,7 @@ suite_app = typer.Typer(
     name="suite",
     help="Run regression suites of coding tasks in throwaway containers.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
@@ -161,10 +162,13 @@ def run(
 
 
 @suite_app.command("list")
-def list_suites() -> None:
+def list_suites(as_json: options.Json = False) -> None:
     """Show the suites shipped with sandcrew."""
     from sandcrew.suites import list_suites as shipped
 
+    if as_json:
+        _output.print_json({"suites": _output.as_dicts(shipped())})
+        return
     table = Table(title="Shipped suites")
     table.add_column("Suite", style="bold")
     table.add_column("Tasks", justify="right")

@@ -22,6 +22,8 @@ from sandcrew.testing import ScriptedModelServer, Turn
 from tests.crew.conftest import FIBONACCI_TASK, coder_turn, happy_path_turns
 from tests.process import run_cli
 
+pytestmark = pytest.mark.docker
+
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 NO_MODEL = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
 

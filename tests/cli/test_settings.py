@@ -107,6 +107,7 @@ def test_version_flag_prints_the_version() -> None:
     assert completed.stdout.strip() == sandcrew.__version__
 
 
+@pytest.mark.docker
 def test_doctor_reports_where_each_setting_came_from(config_file: Path) -> None:
     completed = run_cli(
         "doctor", "--no-self-test", "--config", str(config_file), "--model", "from-flag",
