@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import Annotated
 
 import typer
@@ -10,6 +12,9 @@ from rich.table import Table
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.sandbox import BaseSource, build_images, connect_docker, list_images
+
+_STEP = re.compile(r"^\s*Step \d+/\d+ ")
+"""Docker's build progress lines, e.g. ``Step 3/8 : RUN …``."""
 
 images_app = typer.Typer(
     help="Build and list the sandbox images.", no_args_is_help=True, rich_markup_mode=None
@@ -34,12 +39,14 @@ def build(
 ) -> None:
     """Build the sandbox images (offline-capable)."""
     console = _output.console(stderr=True)
+    on_terminal = _output.is_terminal(sys.stderr)
     client = connect_docker()
     with console.status("building sandbox images…") as status:
 
         def show(line: str) -> None:
             status.update(f"[bold]building:[/] {line[:100]}")
-            if verbose:
+            # In a log (no live status line) the Dockerfile steps say how far the build is.
+            if verbose or (not on_terminal and _STEP.match(line)):
                 console.print(line, highlight=False, markup=False)
 
         tags = build_images(client, base=base, rebuild_base=rebuild_base, on_progress=show)

@@ -132,6 +132,12 @@ def run(
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
     previous = read_json_report(baseline) if baseline is not None else None
+    if previous is not None and (previous.suite, previous.solver) != (selected.name, solver):
+        raise SuiteError(
+            f"--baseline {baseline} is a report of suite {previous.suite!r} with solver "
+            f"{previous.solver!r}; this run is suite {selected.name!r} with solver "
+            f"{solver.value!r}, so its verdicts cannot be compared"
+        )
     if solver is SolverName.CREW:
         check_before_solving(settings)
     else:

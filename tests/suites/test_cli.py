@@ -214,6 +214,24 @@ USAGE_ERRORS = [
 ]
 
 
+def test_baseline_of_another_suite_or_solver_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(
+        json.dumps(
+            {"format": 1, "suite": "humaneval", "source": "x", "solver": "crew",
+             "executor": "local", "started_at": "2026-01-01T00:00:00Z", "duration": 1.0,
+             "results": []}
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    completed = sandcrew("suite", "run", "basics", "-s", "canonical", "--baseline", str(other))
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr == (
+        f"error: --baseline {other} is a report of suite 'humaneval' with solver 'crew'; this "
+        "run is suite 'basics' with solver 'canonical', so its verdicts cannot be compared\n"
+    )
+
+
 @pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
 def test_usage_errors_exit_2_with_one_clear_line(args: list[str], message: str) -> None:
     completed = sandcrew("suite", "run", *args)
@@ -306,3 +324,4 @@ def test_ctrl_c_writes_finished_results_and_leaves_no_container(
     testsuite = ET.parse(junit_path).getroot().find("testsuite")
     assert testsuite is not None
     assert testsuite.get("skipped") == "4"
+    assert ET.parse(junit_path).getroot().get("skipped") is None  # not in junit-10.xsd
