@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 import sandcrew
-from sandcrew.cli import _registry
+from sandcrew.cli import _output, _registry
 
 app = typer.Typer(
     name="sandcrew",
@@ -23,7 +23,12 @@ app = typer.Typer(
     add_completion=False,
     # Plain help: no boxes or <bool> metavars, and the same text in a terminal and a log.
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={
+        "help_option_names": ["-h", "--help"],
+        # Help fills a wide terminal, and is not wrapped at 80 columns in a pipe or a log.
+        "max_content_width": _output.PIPED_WIDTH,
+        "terminal_width": None if _output.is_terminal(sys.stdout) else _output.PIPED_WIDTH,
+    },
 )
 
 
