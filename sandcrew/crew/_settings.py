@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from sandcrew.agents import DEFAULT_MODEL, ModelEndpoint
+from sandcrew.core import describe_invalid_value
 from sandcrew.errors import ConfigurationError
 from sandcrew.sandbox import SandboxConfig
 
@@ -46,8 +47,7 @@ def _dotted(location: tuple[int | str, ...]) -> str:
 
 
 def _why(problem: Any) -> str:
-    message = str(problem.get("msg", "invalid value")).removeprefix("Value error, ")
-    return message if "(got " in message else f"{message} (got {problem.get('input')!r})"
+    return describe_invalid_value({**problem, "loc": ()})
 
 
 class CrewMode(enum.StrEnum):
