@@ -134,7 +134,7 @@ def test_suite_cli_with_the_crew_solver_writes_a_report(
 
     completed = run_cli(
         "suite", "run", "basics", "--solver", "crew", "--filter", "fibonacci-39",
-        "--base-url", model_server.base_url, "--report", str(report_path),
+        "--base-url", model_server.base_url, "--model", "scripted", "--report", str(report_path),
     )  # fmt: skip
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
