@@ -24,7 +24,7 @@ from ._function_call import (
     FunctionCallRequiredError,
 )
 from ._graph import Condition, Graph, Transition
-from ._group_chat import ChatResult, ChatStream, GroupChat, StopReason
+from ._group_chat import ChatResult, ChatStream, GroupChat
 from ._human import (
     HUMAN_INPUT_PROMPT,
     AssistantAgent,
@@ -44,7 +44,6 @@ from ._messages import (
     ToolResultMessage,
     Usage,
     is_clear,
-    is_terminate,
     terminate_message,
 )
 from ._openai_agent import AGENT_HEADER, OpenAIChatAgent
@@ -57,12 +56,28 @@ from ._orchestrators import (
     WorkflowOrchestrator,
 )
 from ._print import PrintMessageMiddleware, render_message
+from ._reasoning import strip_reasoning
+from ._stop_policy import (
+    COMPLETE_SIGNAL,
+    ChatState,
+    FinalAnswer,
+    Stop,
+    StopPolicy,
+    StopReason,
+    StopRule,
+    UnsignalledCompletion,
+    final_answer,
+    is_solved,
+    is_terminate,
+    read_completion,
+)
 from ._trim import TrimContextMiddleware
 from ._two_agent import GroupChatManager, initiate_chat, send
 
 __all__ = [
     "AGENT_HEADER",
     "CLEAR_MESSAGES",
+    "COMPLETE_SIGNAL",
     "DEFAULT_MODEL",
     "HUMAN_INPUT_PROMPT",
     "TERMINATE",
@@ -72,9 +87,11 @@ __all__ = [
     "AssistantAgent",
     "BaseAgent",
     "ChatResult",
+    "ChatState",
     "ChatStream",
     "Condition",
     "DefaultReplyAgent",
+    "FinalAnswer",
     "FunctionCallAttempt",
     "FunctionCallMiddleware",
     "FunctionCallRequiredError",
@@ -94,7 +111,10 @@ __all__ = [
     "PrintMessageMiddleware",
     "RolePlayOrchestrator",
     "RoundRobinOrchestrator",
+    "Stop",
+    "StopPolicy",
     "StopReason",
+    "StopRule",
     "TextMessage",
     "ToolCall",
     "ToolCallMessage",
@@ -103,14 +123,19 @@ __all__ = [
     "ToolResultMessage",
     "Transition",
     "TrimContextMiddleware",
+    "UnsignalledCompletion",
     "Usage",
     "UserProxyAgent",
     "WorkflowOrchestrator",
+    "final_answer",
     "initiate_chat",
     "is_clear",
+    "is_solved",
     "is_terminate",
+    "read_completion",
     "render_message",
     "send",
+    "strip_reasoning",
     "terminate_message",
     "trim_text",
     "use",

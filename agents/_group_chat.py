@@ -2,31 +2,29 @@
 
 Each round the orchestrator picks the next speaker (``None`` ends the chat), the speaker
 replies to the working history, and the reply is appended. The working history is the
-introductions plus the transcript **after** the last ``[GROUPCHAT_CLEAR_MESSAGES]`` message
-(as in AutoGen.NET, the clear message itself and everything before it are dropped for the
-speakers). Orchestrators see the transcript from the clear message on, so that they still know
-who spoke last. The full transcript is kept in the result.
+introductions plus the transcript **from** the last ``[GROUPCHAT_CLEAR_MESSAGES]`` message on
+(as in AutoGen.NET, everything before the clear message is dropped for the speakers and the
+orchestrator; the clear message itself stays, so the turn order still knows who spoke last and
+a model is never sent an empty request). Reasoning blocks (``<think>…</think>``) are removed
+from what speakers and orchestrators see; the full transcript is kept in the result.
 
 ``max_round`` counts **agent replies produced by this call** — not the history passed in,
 not introductions, not the admin's speaker-selection calls.
 
-Every finished chat reports a :class:`StopReason` and a readable detail. Errors that a
-speaker or the orchestrator raise on purpose (any ``SandcrewError``: a model that misbehaves,
-an unreachable endpoint, an ambiguous workflow) end the chat with ``StopReason.ERROR`` and
-are kept on the result instead of crashing the caller.
+Every rule that stops a chat lives in :mod:`._stop_policy`; this loop asks it before each
+round, after each reply and when something goes wrong, and reports its :class:`StopReason`
+with a readable detail. Errors that a speaker or the orchestrator raise on purpose (any
+``SandcrewError``: a model that misbehaves, an unreachable endpoint, an ambiguous workflow)
+end the chat and are kept on the result instead of crashing the caller.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import json
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import TypeVar
 
 from ..core import SandcrewError, UserError
 from ._agent import Agent
@@ -36,7 +34,6 @@ from ._messages import (
     TextMessage,
     Usage,
     is_clear,
-    is_terminate,
     with_sender,
 )
 from ._orchestrators import (
@@ -46,33 +43,17 @@ from ._orchestrators import (
     RoundRobinOrchestrator,
     WorkflowOrchestrator,
 )
+from ._reasoning import without_reasoning
+from ._stop_policy import ChatState, Stop, StopPolicy, StopReason, StopRule
 
 _T = TypeVar("_T")
-
-
-class StopReason(enum.Enum):
-    TERMINATED = "terminated"
-    """A speaker sent a terminate message."""
-    MAX_ROUNDS = "max_rounds"
-    """``max_round`` agent replies were produced."""
-    NO_NEXT_SPEAKER = "no_next_speaker"
-    """The orchestrator found nobody to speak next."""
-    TOKEN_BUDGET = "token_budget"
-    """The tokens spent (replies and speaker selection) reached the budget."""
-    TIME_BUDGET = "time_budget"
-    """The wall-clock budget ran out (an unfinished reply is cancelled)."""
-    NO_PROGRESS = "no_progress"
-    """A speaker gave the same reply to the same message several times."""
-    ERROR = "error"
-    """A speaker or the orchestrator raised a sandcrew error (kept on the result)."""
-    CALLER_STOPPED = "caller_stopped"
-    """The caller stopped iterating :meth:`GroupChat.send` before the chat finished."""
 
 
 @dataclass(frozen=True)
 class ChatResult:
     """How a chat went. ``messages`` is the history passed in plus every new message
-    (introductions excluded); ``usage`` sums replies and speaker selection."""
+    (introductions excluded); ``usage`` sums replies and speaker selection; ``notes`` says
+    what the orchestrator decided on its own (e.g. a fallback speaker), round by round."""
 
     messages: list[Message]
     new_messages: list[Message]
@@ -82,6 +63,7 @@ class ChatResult:
     usage: Usage
     duration: float
     error: BaseException | None = field(default=None, compare=False)
+    notes: list[str] = field(default_factory=list, compare=False)
 
     @property
     def last_message(self) -> Message | None:
@@ -100,42 +82,10 @@ def _last_clear_index(transcript: Sequence[Message]) -> int:
 def working_history(
     introductions: Sequence[Message], transcript: Sequence[Message]
 ) -> list[Message]:
-    """What speakers see: the introductions plus the transcript after the last clear message
-    (the clear message itself is dropped too)."""
-    return [*introductions, *transcript[_last_clear_index(transcript) + 1 :]]
-
-
-def orchestration_history(
-    introductions: Sequence[Message], transcript: Sequence[Message]
-) -> list[Message]:
-    """What orchestrators see: like :func:`working_history` but keeping the last clear
-    message, whose sender is the last speaker (turn order and workflow transitions need it)."""
-    return [*introductions, *transcript[max(_last_clear_index(transcript), 0) :]]
-
-
-_Fingerprint = tuple[str, str, tuple[tuple[str, str], ...], str]
-
-
-def _data_fingerprint(data: dict[str, Any] | BaseModel | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, BaseModel):
-        return data.model_dump_json()
-    return json.dumps(data, sort_keys=True, default=str)
-
-
-def _fingerprint(message: Message) -> _Fingerprint:
-    """What makes two replies the same: kind, text, tool calls and structured data."""
-    calls = tuple((c.name, c.arguments) for c in getattr(message, "tool_calls", []))
-    return (message.type, message.content.strip(), calls, _data_fingerprint(message.data))
-
-
-def _exchange(
-    transcript: Sequence[Message], index: int
-) -> tuple[_Fingerprint | None, _Fingerprint]:
-    """The reply at ``index`` together with the message it answered (the one before it)."""
-    context = _fingerprint(transcript[index - 1]) if index > 0 else None
-    return (context, _fingerprint(transcript[index]))
+    """What speakers and orchestrators see: the introductions plus the transcript from the
+    last clear message on (the clear message kept, as AutoGen.NET does), without reasoning."""
+    kept = transcript[max(_last_clear_index(transcript), 0) :]
+    return [without_reasoning(message) for message in [*introductions, *kept]]
 
 
 class GroupChat:
@@ -147,7 +97,8 @@ class GroupChat:
     call), ``no_progress_repeats`` (stop when one speaker has given the same reply — text,
     tool calls and structured data — to the same message this many times, in a row or not;
     the same words answering a *different* message are progress; ``None`` disables).
-    ``admin_attempts`` bounds the admin's role-play tries.
+    ``admin_attempts`` bounds the admin's role-play tries. ``stop_rules`` are the
+    application's own stop rules (see :mod:`._stop_policy`), asked after every reply.
     """
 
     def __init__(
@@ -160,6 +111,7 @@ class GroupChat:
         time_budget: float | None = None,
         no_progress_repeats: int | None = 3,
         admin_attempts: int = 3,
+        stop_rules: Sequence[StopRule] = (),
     ) -> None:
         self.members = list(members)
         self.admin = admin
@@ -167,6 +119,7 @@ class GroupChat:
         self.token_budget = token_budget
         self.time_budget = time_budget
         self.no_progress_repeats = no_progress_repeats
+        self.stop_rules = tuple(stop_rules)
         self.introductions: list[Message] = []
         self._validate(admin_attempts)
         self.orchestrator: Orchestrator
@@ -223,7 +176,16 @@ class GroupChat:
         ``max_round`` counts agent replies produced by this call. Stop iterating whenever you
         like; ``stream.result`` then reports ``StopReason.CALLER_STOPPED``.
         """
-        return ChatStream(_ChatRun(self, history, max_round))
+        if max_round < 1:
+            raise UserError(f"max_round must be >= 1 (got {max_round})")
+        policy = StopPolicy(
+            max_round=max_round,
+            token_budget=self.token_budget,
+            time_budget=self.time_budget,
+            no_progress_repeats=self.no_progress_repeats,
+            rules=self.stop_rules,
+        )
+        return ChatStream(_ChatRun(self, history, policy))
 
     async def call(self, history: Sequence[Message] = (), max_round: int = 10) -> ChatResult:
         """Run the chat to its end and return the result.
@@ -260,10 +222,7 @@ class ChatStream:
         """The final result; if iteration stopped early, a result with ``CALLER_STOPPED``."""
         if self._run.result is not None:
             return self._run.result
-        return self._run.make_result(
-            StopReason.CALLER_STOPPED,
-            f"the caller stopped reading after {self._run.rounds} reply(ies)",
-        )
+        return self._run.make_result(self._run.policy.caller_stopped(self._run.rounds))
 
 
 class _TimeBudgetExceeded(Exception):
@@ -273,45 +232,54 @@ class _TimeBudgetExceeded(Exception):
 class _ChatRun:
     """The state of one call of a chat; ``step`` produces at most one new message."""
 
-    def __init__(self, chat: GroupChat, history: Sequence[Message], max_round: int) -> None:
-        if max_round < 1:
-            raise UserError(f"max_round must be >= 1 (got {max_round})")
+    def __init__(self, chat: GroupChat, history: Sequence[Message], policy: StopPolicy) -> None:
         self.chat = chat
-        self.max_round = max_round
+        self.policy = policy
         self.transcript: list[Message] = list(history)
         self.history_length = len(self.transcript)
         self.rounds = 0
         self.usage = Usage()
+        self.notes: list[str] = []
         self.started = time.monotonic()
         self.result: ChatResult | None = None
 
-    def make_result(
-        self, reason: StopReason, detail: str, error: BaseException | None = None
-    ) -> ChatResult:
+    def make_result(self, stop: Stop) -> ChatResult:
         return ChatResult(
             messages=list(self.transcript),
             new_messages=self.transcript[self.history_length :],
-            stop_reason=reason,
-            detail=detail,
+            stop_reason=stop.reason,
+            detail=stop.detail,
             rounds=self.rounds,
             usage=self.usage,
-            duration=time.monotonic() - self.started,
-            error=error,
+            duration=self._elapsed(),
+            error=stop.error,
+            notes=list(self.notes),
         )
 
-    def _finish(self, reason: StopReason, detail: str, error: BaseException | None = None) -> None:
-        self.result = self.make_result(reason, detail, error)
+    def _finish(self, stop: Stop) -> None:
+        self.result = self.make_result(stop)
 
-    def _spend(self, *usages: Usage | None) -> None:
-        for usage in usages:
+    def _state(self) -> ChatState:
+        return ChatState(
+            transcript=self.transcript,
+            rounds=self.rounds,
+            tokens=self.usage.total_tokens,
+            elapsed=self._elapsed(),
+        )
+
+    def _spend(self, context: OrchestrationContext, *usages: Usage | None) -> None:
+        for usage in (context.usage, *usages):
             if usage is not None:
                 self.usage = self.usage + usage
+        self.notes.extend(f"round {self.rounds + 1}: {note}" for note in context.notes)
+        context.notes.clear()
+        context.usage = None
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
     async def _within_budget(self, work: Awaitable[_T]) -> _T:
-        budget = self.chat.time_budget
+        budget = self.policy.time_budget
         if budget is None:
             return await work
         try:
@@ -322,95 +290,44 @@ class _ChatRun:
                 raise _TimeBudgetExceeded from None
             raise
 
-    def _limit_before_round(self) -> tuple[StopReason, str] | None:
-        budget = self.chat.token_budget
-        if budget is not None and self.usage.total_tokens >= budget:
-            return StopReason.TOKEN_BUDGET, self._token_detail()
-        if self.chat.time_budget is not None and self._elapsed() >= self.chat.time_budget:
-            return StopReason.TIME_BUDGET, self._time_detail()
-        return None
-
-    def _token_detail(self) -> str:
-        return f"used {self.usage.total_tokens} tokens; the budget is {self.chat.token_budget}"
-
-    def _time_detail(self) -> str:
-        return f"ran {self._elapsed():.2f} s; the time budget is {self.chat.time_budget} s"
-
     async def step(self) -> Message | None:
         if self.result is not None:
             return None
-        limit = self._limit_before_round()
+        limit = self.policy.before_round(self._state())
         if limit is not None:
-            self._finish(*limit)
+            self._finish(limit)
             return None
         chat = self.chat
-        seen_by_orchestrator = orchestration_history(chat.introductions, self.transcript)
-        context = OrchestrationContext(candidates=chat.members, history=seen_by_orchestrator)
+        seen = working_history(chat.introductions, self.transcript)
+        context = OrchestrationContext(candidates=chat.members, history=seen)
         stage = "the orchestrator"
         try:
             speaker = await self._within_budget(chat.orchestrator.next_speaker(context))
             if speaker is None:
-                self._spend(context.usage)
-                detail = self._no_speaker_detail(seen_by_orchestrator)
-                self._finish(StopReason.NO_NEXT_SPEAKER, detail)
+                self._spend(context)
+                members = [agent.name for agent in chat.members]
+                kind = type(chat.orchestrator).__name__
+                self._finish(self.policy.no_speaker(seen, members, kind))
                 return None
             stage = f"speaker {speaker.name!r}"
-            history = working_history(chat.introductions, self.transcript)
-            reply = await self._within_budget(speaker.generate_reply(history))
+            reply: Message | None = await self._within_budget(speaker.generate_reply(seen))
         except _TimeBudgetExceeded:
-            self._spend(context.usage)
-            self._finish(StopReason.TIME_BUDGET, self._time_detail() + f" (while {stage} worked)")
+            self._spend(context)
+            self._finish(self.policy.out_of_time(self._state(), stage=stage))
             return None
         except SandcrewError as error:
-            self._spend(context.usage)
-            detail = f"{type(error).__name__} from {stage}: {error}"
-            self._finish(StopReason.ERROR, detail, error)
+            self._spend(context)
+            self._finish(self.policy.failed(error, stage=stage))
             return None
-        self._spend(context.usage, reply.usage)
+        if reply is None:
+            self._spend(context)
+            self._finish(self.policy.no_reply(speaker.name))
+            return None
+        self._spend(context, reply.usage)
         reply = with_sender(reply, speaker.name)
         self.transcript.append(reply)
         self.rounds += 1
-        self._after_reply(reply)
+        stop = self.policy.after_reply(self._state(), reply)
+        if stop is not None:
+            self._finish(stop)
         return reply
-
-    def _after_reply(self, reply: Message) -> None:
-        chat = self.chat
-        if is_terminate(reply):
-            self._finish(StopReason.TERMINATED, f"{reply.sender} sent the terminate message")
-        elif self._repeats(reply):
-            self._finish(
-                StopReason.NO_PROGRESS,
-                f"{reply.sender} sent the same reply {chat.no_progress_repeats} times to the "
-                f"same message: {reply.content.strip()[:80]!r}",
-            )
-        elif chat.token_budget is not None and self.usage.total_tokens >= chat.token_budget:
-            self._finish(StopReason.TOKEN_BUDGET, self._token_detail())
-        elif self.rounds >= self.max_round:
-            self._finish(
-                StopReason.MAX_ROUNDS,
-                f"reached max_round={self.max_round} (agent replies in this call)",
-            )
-
-    def _repeats(self, reply: Message) -> bool:
-        """True when ``reply`` (the last message) completes ``no_progress_repeats`` identical
-        (message answered, reply) exchanges by its sender."""
-        needed = self.chat.no_progress_repeats
-        if needed is None:
-            return False
-        last = len(self.transcript) - 1
-        wanted = _exchange(self.transcript, last)
-        same = sum(
-            1
-            for index, message in enumerate(self.transcript)
-            if message.sender == reply.sender and _exchange(self.transcript, index) == wanted
-        )
-        return same >= needed
-
-    def _no_speaker_detail(self, history: Sequence[Message]) -> str:
-        if not history:
-            return "the history is empty and the orchestrator chose nobody to start"
-        last = history[-1].sender
-        if all(agent.name != last for agent in self.chat.members):
-            return f"the last message is from {last!r}, who is not a member of the chat"
-        kind = type(self.chat.orchestrator).__name__
-        return f"{kind} found no next speaker after {last!r}"

@@ -36,7 +36,8 @@ from ._agent import (
     GenerateReplyOptions,
     MiddlewareAgent,
 )
-from ._messages import Message, TextMessage, is_terminate, terminate_message
+from ._messages import Message, TextMessage, terminate_message
+from ._stop_policy import is_terminate
 
 HUMAN_INPUT_PROMPT = "Please give feedback: Press enter or type 'exit' to stop the conversation."
 EXIT_KEYWORD = "exit"

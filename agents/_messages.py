@@ -146,12 +146,6 @@ Message = Annotated[
 """Any chat message; serializes with a ``type`` tag so transcripts round-trip."""
 
 
-def is_terminate(message: Message) -> bool:
-    """True when the message is flagged ``terminate`` or its whole trimmed content is
-    ``[GROUPCHAT_TERMINATE]``. A message that merely mentions the marker does not terminate."""
-    return message.terminate or message.content.strip() == TERMINATE
-
-
 def is_clear(message: Message) -> bool:
     """True when the whole trimmed content is ``[GROUPCHAT_CLEAR_MESSAGES]``."""
     return message.content.strip() == CLEAR_MESSAGES

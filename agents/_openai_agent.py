@@ -285,6 +285,13 @@ class OpenAIChatAgent(BaseAgent):
             return ConfigurationError(
                 f"{where} does not know this model or path ({detail}); check model and base_url"
             )
+        if _is_context_overflow(error):
+            return InfrastructureError(
+                f"{where} answered that the request exceeds the model's context ({detail}); "
+                "lower context_tokens or use a model with a larger context",
+                code=ErrorCode.MODEL_CONTEXT_EXCEEDED,
+                retryable=False,
+            )
         if status == 429 or status >= 500:
             return InfrastructureError(
                 f"{where} kept failing after {self.client.max_retries + 1} attempt(s): {detail}",
@@ -296,6 +303,20 @@ class OpenAIChatAgent(BaseAgent):
             code=ErrorCode.MODEL_REJECTED,
             retryable=False,
         )
+
+
+_CONTEXT_OVERFLOW_WORDS = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|exceeds? the (available )?context"
+    r"|context (window|size) (is )?exceeded|too many tokens",
+    re.IGNORECASE,
+)
+
+
+def _is_context_overflow(error: openai.APIStatusError) -> bool:
+    """OpenAI says ``context_length_exceeded``; vLLM, llama.cpp and others say it in words."""
+    return error.code == "context_length_exceeded" or bool(
+        _CONTEXT_OVERFLOW_WORDS.search(error.message)
+    )
 
 
 def _describe_foreign(answer: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -10,6 +11,7 @@ from ..core import ModelBehaviorError, UserError
 from ._agent import Agent, GenerateReplyOptions, agent_description
 from ._graph import Graph
 from ._messages import Message, TextMessage, Usage, add_usage
+from ._reasoning import is_unfinished_reasoning, strip_reasoning
 
 
 @dataclass
@@ -20,6 +22,9 @@ class OrchestrationContext:
     history: Sequence[Message]
     usage: Usage | None = field(default=None)
     """Tokens spent on selecting speakers (orchestrators add to it)."""
+    notes: list[str] = field(default_factory=list)
+    """What the orchestrator decided on its own (a fallback speaker and why); the chat keeps
+    them on its result."""
 
     def record_usage(self, usage: Usage | None) -> None:
         self.usage = add_usage(self.usage, usage)
@@ -38,21 +43,26 @@ class AmbiguousWorkflowError(UserError):
     """A workflow without an admin offered several next speakers."""
 
 
+def round_robin_next(candidates: Sequence[Agent], history: Sequence[Message]) -> Agent | None:
+    """Round robin's choice: empty history → the first candidate; otherwise the candidate
+    after the last sender, wrapping around; a last sender who is not a candidate → None."""
+    if not candidates:
+        return None
+    if not history:
+        return candidates[0]
+    names = [agent.name for agent in candidates]
+    last_sender = history[-1].sender
+    if last_sender not in names:
+        return None
+    return candidates[(names.index(last_sender) + 1) % len(candidates)]
+
+
 class RoundRobinOrchestrator:
     """Members speak in list order: empty history → the first member; otherwise the member
     after the last sender, wrapping around; a last sender who is not a member → ``None``."""
 
     async def next_speaker(self, context: OrchestrationContext) -> Agent | None:
-        candidates = list(context.candidates)
-        if not candidates:
-            return None
-        if not context.history:
-            return candidates[0]
-        last_sender = context.history[-1].sender
-        names = [agent.name for agent in candidates]
-        if last_sender not in names:
-            return None
-        return candidates[(names.index(last_sender) + 1) % len(candidates)]
+        return round_robin_next(list(context.candidates), context.history)
 
 
 async def _workflow_candidates(
@@ -95,6 +105,10 @@ class WorkflowOrchestrator:
 ROLE_PLAY_OPTIONS = GenerateReplyOptions(temperature=0, max_tokens=128, stop_sequences=[":"])
 """The admin's request settings for role play (deterministic, short, stops at ':')."""
 
+REASONING_ROLE_PLAY_OPTIONS = GenerateReplyOptions(temperature=0, max_tokens=2048)
+"""Role play for a reasoning model, once one stopped inside its ``<think>`` block: room for
+the reasoning, and no ``':'`` stop sequence (reasoning is full of colons)."""
+
 
 def role_play_prompt(candidates: Sequence[Agent]) -> str:
     """The role-play instruction for the admin (AutoGen.NET's text; descriptions added when
@@ -131,13 +145,35 @@ def role_play_history(history: Sequence[Message]) -> list[TextMessage]:
     ]
 
 
+_EMPHASIS = re.compile(r"[*_`~#>\"'\[\]()]")
+
+
+def _named(text: str, candidates: Sequence[Agent], *, after_from: bool) -> list[Agent]:
+    """The candidates ``text`` names as whole words (only right after "From" when asked)."""
+    found: list[Agent] = []
+    for agent in candidates:
+        name = re.escape(agent.name)
+        prefix = r"\bfrom\s+" if after_from else r"(?<![\w-])"
+        if re.search(prefix + name + r"(?![\w-])", text, re.IGNORECASE):
+            found.append(agent)
+    return found
+
+
 def parse_role_play_reply(reply: str, candidates: Sequence[Agent]) -> Agent | None:
-    """The candidate named by a reply such as ``From coder`` (case-insensitive)."""
-    text = reply.strip().rstrip(":").strip()
-    if text.lower().startswith("from "):
-        text = text[5:].strip()
-    wanted = text.lower()
-    return next((agent for agent in candidates if agent.name.lower() == wanted), None)
+    """The one candidate a speaker-selection reply names, or None (none or several).
+
+    Read the way real models answer: ``From coder:``, ``From coder.``, ``**From coder**``,
+    ``coder``, ``The next speaker should be: From runner``; reasoning and markdown are
+    ignored. Names after "From" count first; otherwise any candidate named as a whole word.
+    """
+    text = _EMPHASIS.sub(" ", strip_reasoning(reply))
+    for after_from in (True, False):
+        named = _named(text, candidates, after_from=after_from)
+        if len(named) == 1:
+            return named[0]
+        if named:
+            return None
+    return None
 
 
 class RolePlayOrchestrator:
@@ -147,9 +183,12 @@ class RolePlayOrchestrator:
     sender (when that sender is a member); no candidate → ``None``; exactly one → it, without
     asking the admin. Otherwise the admin gets the role-play prompt as the system message
     (which takes the place of the admin's own system message), then the rewritten history,
-    with temperature 0, max tokens 128 and stop ``":"``. A reply naming no candidate is asked
-    again with feedback, up to ``max_attempts`` attempts in all, then a
-    :class:`ModelBehaviorError` names the replies and the candidates.
+    with temperature 0, max tokens 128 and stop ``":"``. A reply naming no candidate, or
+    several (with feedback), or no usable reply at all (a :class:`ModelBehaviorError`), is
+    asked again, up to ``max_attempts`` attempts in all; then the chat goes on with the
+    round-robin choice among the candidates, and the context's notes say so. A reply that
+    stopped inside a ``<think>`` block marks the admin as a reasoning model: its requests
+    from then on leave room for the reasoning.
     """
 
     def __init__(self, admin: Agent, workflow: Graph | None = None, *, max_attempts: int = 3):
@@ -158,6 +197,7 @@ class RolePlayOrchestrator:
         self.admin = admin
         self.workflow = workflow
         self.max_attempts = max_attempts
+        self.options = ROLE_PLAY_OPTIONS
 
     async def next_speaker(self, context: OrchestrationContext) -> Agent | None:
         candidates = list(context.candidates)
@@ -179,23 +219,50 @@ class RolePlayOrchestrator:
         replies: list[str] = []
         names = ",".join(agent.name for agent in candidates)
         for _ in range(self.max_attempts):
-            reply = await self.admin.generate_reply(messages, ROLE_PLAY_OPTIONS)
+            try:
+                reply = await self.admin.generate_reply(messages, self.options)
+            except ModelBehaviorError as error:
+                # An unusable answer (empty, refused) is one more reply naming nobody.
+                replies.append(f"<no usable reply: {error}>")
+                continue
             context.record_usage(reply.usage)
+            if is_unfinished_reasoning(reply.content) and self.options is ROLE_PLAY_OPTIONS:
+                self.options = REASONING_ROLE_PLAY_OPTIONS
+                replies.append(reply.content)
+                continue  # the same question again, now with room to think
             chosen = parse_role_play_reply(reply.content, candidates)
             if chosen is not None:
                 return chosen
             replies.append(reply.content)
+            visible = strip_reasoning(reply.content).strip()
             messages += [
-                TextMessage(role="assistant", content=reply.content, sender=self.admin.name),
+                TextMessage(role="assistant", content=visible, sender=self.admin.name),
                 TextMessage(
                     role="user",
                     content=(
-                        f"{reply.content.strip()!r} does not name one of the available roles. "
+                        f"{visible!r} does not name exactly one of the available roles. "
                         f"Answer with 'From name:' where name is exactly one of: {names}"
                     ),
                 ),
             ]
-        raise ModelBehaviorError(
-            f"the admin {self.admin.name!r} did not name a next speaker in "
-            f"{self.max_attempts} attempt(s): it replied {replies!r}; the candidates are {names}"
+        fallback = _round_robin_among(candidates, context)
+        context.notes.append(
+            f"the admin {self.admin.name!r} did not name exactly one next speaker in "
+            f"{self.max_attempts} attempt(s) (replies: {[r[:80] for r in replies]!r}; "
+            f"candidates: {names}); {fallback.name!r} speaks next by round robin"
         )
+        return fallback
+
+
+def _round_robin_among(candidates: Sequence[Agent], context: OrchestrationContext) -> Agent:
+    """The first candidate after the last sender in the members' order (wrapping around)."""
+    members = list(context.candidates)
+    names = [agent.name for agent in members]
+    last = context.history[-1].sender if context.history else None
+    start = names.index(last) + 1 if last in names else 0
+    wanted = {agent.name for agent in candidates}
+    for offset in range(len(members)):
+        member = members[(start + offset) % len(members)]
+        if member.name in wanted:
+            return next(agent for agent in candidates if agent.name == member.name)
+    return candidates[0]

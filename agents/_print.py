@@ -19,8 +19,8 @@ from ._messages import (
     ToolCallMessage,
     ToolCallResult,
     ToolResultMessage,
-    is_terminate,
 )
+from ._stop_policy import is_terminate
 
 
 def _calls_table(calls: Sequence[ToolCall]) -> Table:

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from ..core import UserError
 from ._agent import Agent, BaseAgent, GenerateReplyOptions
-from ._group_chat import ChatResult, ChatStream, GroupChat, StopReason
+from ._group_chat import ChatResult, ChatStream, GroupChat
 from ._messages import Message, TextMessage
+from ._stop_policy import StopReason
 
 
 class GroupChatManager(BaseAgent):

@@ -21,6 +21,7 @@ class ErrorCode(enum.StrEnum):
     MODEL_UNREACHABLE = "model_unreachable"
     MODEL_ERROR = "model_error"
     MODEL_REJECTED = "model_rejected"
+    MODEL_CONTEXT_EXCEEDED = "model_context_exceeded"
 
 
 class SandcrewError(Exception):

@@ -22,6 +22,8 @@ PACKAGES = [
     "sandcrew.crew",
     "sandcrew.suites",
     "sandcrew.testing",
+    "sandcrew.mcp",
+    "sandcrew.integrations",
 ]
 
 

@@ -7,7 +7,7 @@ import typer
 
 def register_all(app: typer.Typer) -> None:
     """Attach every command and command group to ``app``."""
-    from sandcrew.cli import doctor, images, run, sandbox, solve, suite, version
+    from sandcrew.cli import doctor, images, mcp_server, run, sandbox, solve, suite, version
 
     app.command()(solve.solve)
     app.command()(run.run)
@@ -15,4 +15,5 @@ def register_all(app: typer.Typer) -> None:
     app.add_typer(images.images_app, name="images")
     app.add_typer(sandbox.sandbox_app, name="sandbox")
     app.command()(doctor.doctor)
+    app.command("mcp")(mcp_server.mcp)
     app.command()(version.version)

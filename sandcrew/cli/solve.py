@@ -130,6 +130,7 @@ def result_summary(result: CrewResult) -> dict[str, Any]:
         "duration": round(result.duration, 3),
         "runs": [_run_summary(run) for run in result.runs],
         "error": None if result.error is None else str(result.error),
+        "notes": result.notes,
     }
 
 

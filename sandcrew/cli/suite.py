@@ -1,4 +1,4 @@
-"""`sandcrew suite run|list`: regression suites of coding tasks.
+"""`sandcrew suite run|list` (and `evaluate`, in its own module): regression suites of coding tasks.
 
 A thin shell over :mod:`sandcrew.suites`: it reads the options, shows a live
 progress bar and a final table, writes the reports and picks the exit code
@@ -30,7 +30,7 @@ from rich.progress import (
 from rich.table import Table
 
 from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.cli import _output, suite_evaluate
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.suites import SolverName
 
@@ -184,6 +184,9 @@ def list_suites(as_json: options.Json = False) -> None:
         about = info.description if info.problem is None else f"{info.description} — {info.problem}"
         table.add_row(info.name, count, escape(about))
     _output.console().print(table)
+
+
+suite_app.command("evaluate")(suite_evaluate.evaluate)
 
 
 def _make_executor(name: ExecutorName, address: str | None) -> TaskExecutor:

@@ -1,10 +1,10 @@
 """The code-interpreter crew: admin, coder, reviewer (a typed function call) and runner
 (a throwaway container), routed by the seed example's workflow."""
 
-from sandcrew.crew._admin import CompletionMiddleware, FinalAnswer, split_completion
+from sandcrew.crew._admin import CompletionMiddleware
 from sandcrew.crew._code_facts import CodeFacts, code_to_run, inspect_code
 from sandcrew.crew._crew import Crew, CrewResult, solve_task
-from sandcrew.crew._prompts import ADMIN_PROMPT, CODER_PROMPT, COMPLETE_SIGNAL, REVIEWER_PROMPT
+from sandcrew.crew._prompts import ADMIN_PROMPT, CODER_PROMPT, REVIEWER_PROMPT
 from sandcrew.crew._review import (
     APPROVAL_TEXT,
     COMMENTS_HEADLINE,
@@ -14,7 +14,7 @@ from sandcrew.crew._review import (
     decide,
     review_code_block,
 )
-from sandcrew.crew._runner import NO_CODE_REPLY, RunnerAgent
+from sandcrew.crew._runner import NO_CODE_REPLY, CodeRunner, RunnerAgent
 from sandcrew.crew._settings import (
     DEFAULT_MODEL,
     CrewMode,
@@ -29,17 +29,16 @@ __all__ = [
     "APPROVAL_TEXT",
     "CODER_PROMPT",
     "COMMENTS_HEADLINE",
-    "COMPLETE_SIGNAL",
     "DEFAULT_MODEL",
     "NO_CODE_REPLY",
     "REVIEWER_PROMPT",
     "CodeFacts",
+    "CodeRunner",
     "CompletionMiddleware",
     "Crew",
     "CrewMode",
     "CrewResult",
     "CrewSettings",
-    "FinalAnswer",
     "InvalidSettings",
     "ModelRole",
     "ReviewClaims",
@@ -52,5 +51,4 @@ __all__ = [
     "inspect_code",
     "review_code_block",
     "solve_task",
-    "split_completion",
 ]

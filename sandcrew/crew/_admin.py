@@ -1,49 +1,42 @@
-"""The admin's completion signal: its plain ``[COMPLETE]`` becomes a typed terminate message."""
+"""The admin's completion signal: its plain ``[COMPLETE]`` becomes a typed terminate message.
+
+How the signal is read (loosely, the way real models write it) is decided by the stop policy
+(:func:`sandcrew.agents.read_completion`); this middleware only applies it to the admin.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
-
-from sandcrew.agents import Agent, GenerateReplyOptions, Message, TextMessage
-from sandcrew.crew._prompts import COMPLETE_SIGNAL
-
-
-class FinalAnswer(BaseModel):
-    """The admin's answer to the task, attached to its terminate message."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: str = "final_answer"
-    answer: str
-
-
-def split_completion(text: str) -> str | None:
-    """The answer when ``text`` ends with the completion signal on its own line, else None.
-
-    Only a whole line counts: a sentence that merely mentions the signal is not one.
-    """
-    lines = [line.strip() for line in text.strip().splitlines()]
-    if not lines or lines[-1] != COMPLETE_SIGNAL:
-        return None
-    return "\n".join(lines[:-1]).strip()
+from sandcrew.agents import (
+    COMPLETE_SIGNAL,
+    Agent,
+    FinalAnswer,
+    GenerateReplyOptions,
+    Message,
+    TextMessage,
+    read_completion,
+)
 
 
 class CompletionMiddleware:
-    """Turns an admin reply that ends with ``[COMPLETE]`` into a terminate message."""
+    """Turns an admin reply that ends with the completion signal into a terminate message
+    carrying the :class:`~sandcrew.agents.FinalAnswer` (the text without the signal)."""
 
     name = "completion"
+
+    def __init__(self, signal: str = COMPLETE_SIGNAL) -> None:
+        self.signal = signal
 
     async def __call__(
         self, messages: Sequence[Message], options: GenerateReplyOptions, agent: Agent
     ) -> Message:
         reply = await agent.generate_reply(messages, options)
-        answer = split_completion(reply.content)
+        answer = read_completion(reply.content, self.signal)
         if answer is None:
             return reply
         return TextMessage(
-            content=answer,
+            content=reply.content,
             sender=reply.sender or agent.name,
             terminate=True,
             usage=reply.usage,

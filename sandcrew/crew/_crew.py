@@ -15,11 +15,16 @@ from sandcrew.agents import (
     FunctionCallMiddleware,
     GroupChat,
     Message,
+    MiddlewareAgent,
     OpenAIChatAgent,
     StopReason,
     TextMessage,
+    TrimContextMiddleware,
+    UnsignalledCompletion,
+    final_answer,
+    is_solved,
 )
-from sandcrew.crew._admin import CompletionMiddleware, FinalAnswer
+from sandcrew.crew._admin import CompletionMiddleware
 from sandcrew.crew._code_facts import code_to_run
 from sandcrew.crew._prompts import (
     ADMIN_PROMPT,
@@ -28,10 +33,15 @@ from sandcrew.crew._prompts import (
     REVIEWER_PROMPT,
 )
 from sandcrew.crew._review import VerdictMiddleware, review_code_block
-from sandcrew.crew._runner import RunnerAgent
+from sandcrew.crew._runner import CodeRunner, RunnerAgent
 from sandcrew.crew._settings import CrewMode, CrewSettings, ModelRole
 from sandcrew.crew._workflow import crew_workflow
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
+
+CHARS_PER_TOKEN = 3
+"""A cautious estimate (English text and code average closer to 4) for fitting the context."""
+CONTEXT_RESERVED_FOR_REPLY = 1024
+"""Tokens of the model's context left free for its reply."""
 
 OnMessage = Callable[[Message], Awaitable[None] | None]
 
@@ -42,7 +52,8 @@ class CrewResult:
 
     task: str
     solved: bool
-    """The admin declared the task answered after a successful run."""
+    """The admin declared the task answered after a successful run (the stop policy's
+    :func:`~sandcrew.agents.is_solved`)."""
     answer: str | None
     stop_reason: StopReason
     stop_detail: str
@@ -54,6 +65,8 @@ class CrewResult:
     duration: float
     messages: list[Message] = field(repr=False)
     error: BaseException | None = field(default=None, repr=False, compare=False)
+    notes: list[str] = field(default_factory=list)
+    """What the chat decided on its own, e.g. a fallback speaker and why."""
 
 
 class Crew:
@@ -66,7 +79,7 @@ class Crew:
     def __init__(
         self,
         settings: CrewSettings,
-        sandbox: DockerSandbox,
+        sandbox: CodeRunner,
         *,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
@@ -96,13 +109,15 @@ class Crew:
             ),
             VerdictMiddleware(coder_name="coder"),
         )
-        self.runner = RunnerAgent(sandbox, coder_name="coder")
+        self.runner = RunnerAgent(
+            sandbox, coder_name="coder", max_output_chars=settings.max_output_chars
+        )
         self.chat = self._group_chat()
 
     def _model_agent(
         self, role: ModelRole, prompt: str, description: str, *, temperature: float
-    ) -> OpenAIChatAgent:
-        return OpenAIChatAgent(
+    ) -> MiddlewareAgent:
+        agent = OpenAIChatAgent(
             role,
             endpoint=self.settings.endpoint,
             model=self.settings.model_for(role),
@@ -110,6 +125,18 @@ class Crew:
             description=description,
             temperature=temperature,
             client=self.client,
+        )
+        return agent.use(self._context_fit(prompt))
+
+    def _context_fit(self, prompt: str) -> TrimContextMiddleware:
+        """Long run outputs trimmed, and the oldest turns left out when the chat outgrows
+        the model's context (the introductions and the task always stay)."""
+        settings = self.settings
+        room = (settings.context_tokens - CONTEXT_RESERVED_FOR_REPLY) * CHARS_PER_TOKEN
+        return TrimContextMiddleware(
+            settings.max_output_chars,
+            max_total_chars=max(room - len(prompt), settings.max_output_chars),
+            keep_first=len(INTRODUCTIONS) + 1,
         )
 
     def _group_chat(self) -> GroupChat:
@@ -120,7 +147,7 @@ class Crew:
             if mode in (CrewMode.WORKFLOW, CrewMode.WORKFLOW_ADMIN)
             else None
         )
-        selector = None
+        selector: Agent | None = None
         if mode in (CrewMode.ADMIN, CrewMode.WORKFLOW_ADMIN):
             # Speaker selection has its own prompt (the role-play game), so it uses a plain
             # agent on the admin's model rather than the admin with its task instructions.
@@ -129,13 +156,14 @@ class Crew:
                 endpoint=self.settings.endpoint,
                 model=self.settings.model_for("admin"),
                 client=self.client,
-            )
+            ).use(self._context_fit(""))
         chat = GroupChat(
             members,
             admin=selector,
             workflow=workflow,
             token_budget=self.settings.token_budget,
             time_budget=self.settings.time_budget,
+            stop_rules=[UnsignalledCompletion(finisher=self.admin.name, verified=_run_succeeded)],
         )
         for name, text in INTRODUCTIONS.items():
             chat.send_introduction(text, sender=name)
@@ -169,15 +197,10 @@ class Crew:
     def _result(
         self, task: str, chat: ChatResult, duration: float, runs: list[ExecutionResult]
     ) -> CrewResult:
-        final = chat.last_message
-        answer: str | None = None
-        solved = False
-        if chat.stop_reason is StopReason.TERMINATED and final is not None:
-            data = final.data
-            answer = data.answer if isinstance(data, FinalAnswer) else final.content
-            solved = any(run.ok for run in runs)
-            if not answer and runs and runs[-1].ok:
-                answer = runs[-1].stdout.strip()
+        answer = final_answer(chat.stop_reason, chat.last_message)
+        solved = is_solved(chat.stop_reason, sum(run.ok for run in runs))
+        if solved and not answer and runs[-1].ok:
+            answer = runs[-1].stdout.strip()
         return CrewResult(
             task=task,
             solved=solved,
@@ -191,7 +214,13 @@ class Crew:
             duration=duration,
             messages=chat.messages,
             error=chat.error,
+            notes=chat.notes,
         )
+
+
+def _run_succeeded(message: Message) -> bool:
+    """A runner message whose program exited 0 in time (what the admin must answer)."""
+    return isinstance(message.data, ExecutionResult) and message.data.ok
 
 
 def _last_code(messages: list[Message], coder: str) -> str | None:
@@ -211,7 +240,7 @@ async def solve_task(
     task: str,
     settings: CrewSettings,
     *,
-    sandbox: DockerSandbox | None = None,
+    sandbox: CodeRunner | None = None,
     on_message: OnMessage | None = None,
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given."""

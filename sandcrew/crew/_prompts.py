@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-COMPLETE_SIGNAL = "[COMPLETE]"
-"""The plain word the admin says when the task is answered; a middleware turns it into
-a terminate message (the robust pattern of AutoGen's two-agent chat)."""
+from sandcrew.agents import COMPLETE_SIGNAL
 
 CODER_PROMPT = """You act as a Python coder: you write Python code to resolve the task. \
 Once you finish writing code, ask runner to run the code for you.

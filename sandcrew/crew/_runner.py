@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from sandcrew.agents import BaseAgent, GenerateReplyOptions, Message, TextMessage
-from sandcrew.crew._code_facts import code_to_run
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.crew._code_facts import RUNNABLE_LANGUAGES, code_to_run
+from sandcrew.sandbox import ExecutionResult
 
 NO_CODE_REPLY = "No code available. Coder please write code"
+
+
+class CodeRunner(Protocol):
+    """What the runner needs from a sandbox: one isolated run of a program.
+
+    :class:`~sandcrew.sandbox.DockerSandbox` is one; a test double that returns real
+    :class:`~sandcrew.sandbox.ExecutionResult` s is another.
+    """
+
+    async def run(
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit
+    ) -> ExecutionResult: ...
 
 
 class RunnerAgent(BaseAgent):
@@ -20,7 +37,7 @@ class RunnerAgent(BaseAgent):
 
     def __init__(
         self,
-        sandbox: DockerSandbox,
+        sandbox: CodeRunner,
         *,
         name: str = "runner",
         coder_name: str = "coder",
@@ -39,7 +56,7 @@ class RunnerAgent(BaseAgent):
     ) -> Message:
         from_coder = [message for message in messages if message.sender == self._coder_name]
         block = code_to_run(from_coder[-1].content) if from_coder else None
-        if block is None or block.language not in ("python", "bash"):
+        if block is None or block.language not in RUNNABLE_LANGUAGES:
             return TextMessage(content=NO_CODE_REPLY, sender=self.name)
         result = await self._sandbox.run(block.code, block.language)
         self.runs.append(result)

@@ -79,6 +79,11 @@ class CrewSettings(BaseModel):
     """Wall-clock seconds before the chat stops."""
     review_attempts: int = Field(default=3, ge=1, le=MAX_REVIEW_ATTEMPTS)
     """How often the reviewer model is asked to make its function call."""
+    context_tokens: int = Field(default=8192, ge=2048, le=10**7)
+    """The models' context size: the oldest turns are left out of a request that would not
+    fit it (the task and the latest code, review and run always stay)."""
+    max_output_chars: int = Field(default=4000, ge=100, le=10**7)
+    """Longer texts (run outputs, long replies) reach a model trimmed to head and tail."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     @model_validator(mode="wrap")

@@ -8,8 +8,15 @@ XML and compared with a previous one by :func:`compare_with_baseline`. The
 """
 
 from ._baseline import BaselineComparison, StatusChange, compare_with_baseline
+from ._check_executors import CheckExecutor, CodeCheck, ContainerCheckExecutor
 from ._checks import answer_matches, check_program, numbers_in
 from ._errors import SuiteError
+from ._evaluation import (
+    Evaluation,
+    SampleResult,
+    evaluate_functional_correctness,
+    evaluate_samples,
+)
 from ._loading import (
     HUMANEVAL,
     SuiteInfo,
@@ -19,6 +26,7 @@ from ._loading import (
     load_suite_file,
 )
 from ._outcomes import TaskOutcome, TaskResult, TaskStatus
+from ._pass_at_k import PassAtK, estimate_pass_at_k, pass_at_k
 from ._ray_executor import RayExecutor
 from ._reports import (
     StatusCounts,
@@ -50,14 +58,20 @@ __all__ = [
     "AnswerTask",
     "BaselineComparison",
     "CanonicalSolver",
+    "CheckExecutor",
+    "CodeCheck",
     "CodeTask",
     "CompletionsSolver",
+    "ContainerCheckExecutor",
     "CrewSolver",
+    "Evaluation",
     "ExactAnswer",
     "LocalExecutor",
     "NumberAnswer",
+    "PassAtK",
     "RayExecutor",
     "RegexAnswer",
+    "SampleResult",
     "Solver",
     "SolverName",
     "StatusChange",
@@ -76,6 +90,9 @@ __all__ = [
     "check_program",
     "compare_with_baseline",
     "default_concurrency",
+    "estimate_pass_at_k",
+    "evaluate_functional_correctness",
+    "evaluate_samples",
     "evaluate_task",
     "list_suites",
     "load_humaneval",
@@ -83,6 +100,7 @@ __all__ = [
     "load_suite_file",
     "make_solver",
     "numbers_in",
+    "pass_at_k",
     "read_json_report",
     "run_suite",
     "write_json_report",

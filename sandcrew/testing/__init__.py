@@ -1,4 +1,5 @@
-"""Test doubles for code built on sandcrew: a scripted OpenAI-compatible model server.
+"""Test doubles for code built on sandcrew: a scripted OpenAI-compatible model server and
+personas that replay how real chat models answer.
 
 Tests drive the real ``openai`` client over HTTP against :class:`ScriptedModelServer`;
 nothing is patched. :func:`block_real_model_requests` makes accidental real requests fail.
@@ -7,11 +8,16 @@ nothing is patched. :func:`block_real_model_requests` makes accidental real requ
 from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._agents import ScriptedAgent
 from sandcrew.testing._guard import block_real_model_requests, closed_loopback_url
+from sandcrew.testing._personas import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona
 from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
 
 __all__ = [
     "AGENT_HEADER",
+    "FIBONACCI_ANSWER",
+    "FIBONACCI_TASK",
+    "PERSONAS",
+    "Persona",
     "RecordedRequest",
     "ScriptedAgent",
     "ScriptedModelServer",

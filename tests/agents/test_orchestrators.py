@@ -23,7 +23,7 @@ from sandcrew.agents import (
     Transition,
     WorkflowOrchestrator,
 )
-from sandcrew.errors import ModelBehaviorError
+from sandcrew.agents._orchestrators import parse_role_play_reply
 from sandcrew.testing import ScriptedAgent, ScriptedModelServer, Turn
 
 AgentFactory = Callable[..., OpenAIChatAgent]
@@ -237,26 +237,77 @@ async def test_role_play_retries_with_feedback_then_picks(
     retry = scripted_model_server.requests[1].messages
     assert retry[-2] == {"role": "assistant", "content": "From tester"}
     assert retry[-1]["content"] == (
-        "'From tester' does not name one of the available roles. "
+        "'From tester' does not name exactly one of the available roles. "
         "Answer with 'From name:' where name is exactly one of: coder,runner"
     )
     # the admin's selection calls count towards the chat's usage
     assert result.usage.total_tokens > 0
 
 
-async def test_role_play_gives_up_after_three_bad_replies(
+async def test_role_play_falls_back_to_round_robin_after_three_bad_replies(
     scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
 ) -> None:
-    scripted_model_server.add(Turn(agent="admin", content="From nobody", times=3))
-    chat = GroupChat([ScriptedAgent("coder"), ScriptedAgent("runner")], admin=model_agent("admin"))
+    scripted_model_server.add(
+        Turn(agent="admin", content="From nobody", times=2),
+        Turn(agent="admin", content="coder or runner, either is fine"),
+    )
+    coder, runner = ScriptedAgent("coder", ["code"]), ScriptedAgent("runner")
+    chat = GroupChat([runner, coder], admin=model_agent("admin"))
 
-    result = await chat.call([said("user", "task")])
+    result = await chat.call([said("runner", "task")], max_round=1)
 
-    assert result.stop_reason is StopReason.ERROR
-    assert isinstance(result.error, ModelBehaviorError)
-    assert "it replied ['From nobody', 'From nobody', 'From nobody']" in result.detail
-    assert "the candidates are coder,runner" in result.detail
-    assert result.new_messages == []
+    # never an error: the member after the last sender speaks, and the result says why
+    assert result.stop_reason is StopReason.MAX_ROUNDS
+    assert [m.sender for m in result.new_messages] == ["coder"]
+    assert len(result.notes) == 1
+    assert result.notes[0].startswith("round 1: the admin 'admin' did not name exactly one")
+    assert "'From nobody'" in result.notes[0]
+    assert "'coder' speaks next by round robin" in result.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("From coder:", "coder"),
+        ("From coder.", "coder"),
+        ("**From coder**", "coder"),
+        ("coder", "coder"),
+        ("  Coder  ", "coder"),
+        ("The next speaker should be: From runner", "runner"),
+        ("<think>The coder wrote code; the runner or the coder?</think>\nFrom runner", "runner"),
+        ("From `runner`", "runner"),
+        ("I think coder, then runner", None),
+        ("From nobody", None),
+        ("<think>coder should speak", None),
+        ("decoder", None),
+    ],
+)
+def test_role_play_reply_names_exactly_one_candidate(reply: str, expected: str | None) -> None:
+    coder, runner = ScriptedAgent("coder"), ScriptedAgent("runner")
+    chosen = parse_role_play_reply(reply, [coder, runner])
+    assert (chosen.name if chosen is not None else None) == expected
+
+
+async def test_a_reasoning_admin_gets_room_to_think(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    # The ':' stop sequence cuts a reasoning model off inside its <think> block.
+    scripted_model_server.add(
+        Turn(agent="admin", content="<think>\nThe last message is the task. Candidates"),
+        Turn(agent="admin", content="<think>\nThe task needs code: coder.\n</think>\nFrom coder"),
+        Turn(agent="admin", content="<think>\nCode written: run it.\n</think>\nFrom runner"),
+    )
+    coder, runner = ScriptedAgent("coder", ["code"]), ScriptedAgent("runner", ["ran"])
+    chat = GroupChat([coder, runner], admin=model_agent("admin"))
+
+    result = await chat.call([said("user", "task")], max_round=2)
+
+    assert [m.sender for m in result.new_messages] == ["coder", "runner"]
+    bodies = [request.body for request in scripted_model_server.requests]
+    assert (bodies[0]["max_tokens"], bodies[0]["stop"]) == (128, [":"])
+    for body in bodies[1:]:
+        assert body["max_tokens"] >= 1024
+        assert "stop" not in body
 
 
 async def test_role_play_with_workflow_asks_admin_only_for_several_candidates(
@@ -290,3 +341,19 @@ async def test_role_play_single_member_needs_no_admin() -> None:
     solo = ScriptedAgent("solo", ["hi"])
     orchestrator = RolePlayOrchestrator(ScriptedAgent("admin"))
     assert await next_name(orchestrator, [], [solo]) == "solo"
+
+
+async def test_an_empty_selection_reply_is_asked_again_not_an_error(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(
+        Turn(agent="admin", content=""), Turn(agent="admin", content="From runner")
+    )
+    runner = ScriptedAgent("runner", ["ran"])
+    chat = GroupChat([ScriptedAgent("coder"), runner], admin=model_agent("admin"))
+
+    result = await chat.call([said("user", "task")], max_round=1)
+
+    assert result.stop_reason is StopReason.MAX_ROUNDS
+    assert [m.sender for m in result.new_messages] == ["runner"]
+    assert len(scripted_model_server.requests) == 2

@@ -49,3 +49,25 @@ async def test_middleware_trims_context_but_not_the_transcript() -> None:
     assert [m.content for m in result.messages[:2]] == [log, log]
     with pytest.raises(UserError, match="max_chars must be >= 100"):
         TrimContextMiddleware(10)
+
+
+def test_fit_context_keeps_the_task_and_each_senders_latest_message() -> None:
+    from sandcrew.agents._trim import fit_context
+
+    history = [
+        TextMessage(role="system", content="rules"),
+        TextMessage(content="the task", sender="admin"),
+        *(TextMessage(content=f"code {n} " + "x" * 500, sender="coder") for n in range(3)),
+        *(TextMessage(content=f"run {n} " + "y" * 500, sender="runner") for n in range(3)),
+    ]
+
+    fitted = fit_context(history, max_total_chars=1500, keep_first=1)
+
+    assert [m.content[:6] for m in fitted] == [
+        "rules",
+        "the ta",
+        "[4 ear",
+        "code 2",
+        "run 2 ",
+    ]
+    assert fit_context(history, max_total_chars=100_000, keep_first=1) == history

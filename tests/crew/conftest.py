@@ -11,6 +11,7 @@ from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.sandbox import SandboxConfig
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
+from tests.crew.fakes import ScriptedSandbox
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 
@@ -58,6 +59,12 @@ def happy_path_turns() -> list[Turn]:
 def model_server() -> Iterator[ScriptedModelServer]:
     with ScriptedModelServer() as server:
         yield server
+
+
+@pytest.fixture
+def fake_sandbox() -> ScriptedSandbox:
+    """The sandbox test double: scripted outcomes for the test programs, no Docker."""
+    return ScriptedSandbox()
 
 
 def settings_for(server: ScriptedModelServer, **overrides: Any) -> CrewSettings:

@@ -28,9 +28,7 @@ from tests.crew.conftest import (
     review_turn,
     settings_for,
 )
-
-# The crew runs its code in real containers.
-pytestmark = pytest.mark.docker
+from tests.crew.fakes import ScriptedSandbox
 
 NO_PRINT_CODE = """```python
 def fibonacci(n):
@@ -64,6 +62,7 @@ def speakers(messages: list[Message]) -> list[str | None]:
     return [message.sender for message in messages]
 
 
+@pytest.mark.docker
 async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
     model_server.add(*happy_path_turns())
 
@@ -85,7 +84,9 @@ async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
     assert coder_request["temperature"] == 0.4
 
 
-async def test_reviewer_comments_send_the_coder_back(model_server: ScriptedModelServer) -> None:
+async def test_reviewer_comments_send_the_coder_back(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
     model_server.add(
         coder_turn(NO_PRINT_CODE),
         review_turn(is_print_result_to_console=False),
@@ -94,7 +95,7 @@ async def test_reviewer_comments_send_the_coder_back(model_server: ScriptedModel
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert result.solved
     assert speakers(result.messages) == [
@@ -115,6 +116,7 @@ async def test_reviewer_comments_send_the_coder_back(model_server: ScriptedModel
     assert len(result.runs) == 1  # the rejected code never ran
 
 
+@pytest.mark.docker
 async def test_runner_error_sends_the_traceback_to_the_coder(
     model_server: ScriptedModelServer,
 ) -> None:
@@ -148,6 +150,7 @@ async def test_runner_error_sends_the_traceback_to_the_coder(
 
 async def test_code_that_does_not_parse_is_never_approved(
     model_server: ScriptedModelServer,
+    fake_sandbox: ScriptedSandbox,
 ) -> None:
     # The scripted reviewer model approves the broken code; the crew must not.
     model_server.add(
@@ -158,7 +161,7 @@ async def test_code_that_does_not_parse_is_never_approved(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert result.solved
     verdict = result.messages[2].data
@@ -173,13 +176,14 @@ async def test_code_that_does_not_parse_is_never_approved(
 
 async def test_reviewer_that_never_calls_the_function_stops_the_chat(
     model_server: ScriptedModelServer,
+    fake_sandbox: ScriptedSandbox,
 ) -> None:
     model_server.add(
         coder_turn(FIBONACCI_CODE),
         Turn(agent="reviewer", content="Looks fine to me.", times=3),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert not result.solved
     assert result.stop_reason is StopReason.ERROR
@@ -193,10 +197,14 @@ async def test_reviewer_that_never_calls_the_function_stops_the_chat(
     assert result.runs == []
 
 
-async def test_max_rounds_stops_with_its_reason(model_server: ScriptedModelServer) -> None:
+async def test_max_rounds_stops_with_its_reason(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
     model_server.add(coder_turn(FIBONACCI_CODE), review_turn())
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server, max_rounds=3))
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(model_server, max_rounds=3), sandbox=fake_sandbox
+    )
 
     assert not result.solved
     assert result.stop_reason is StopReason.MAX_ROUNDS
@@ -204,7 +212,9 @@ async def test_max_rounds_stops_with_its_reason(model_server: ScriptedModelServe
     assert len(result.runs) == 1
 
 
-async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelServer) -> None:
+async def test_token_budget_stops_with_its_reason(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
     model_server.add(
         coder_turn(
             FIBONACCI_CODE,
@@ -212,7 +222,9 @@ async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelSer
         )
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server, token_budget=1000))
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(model_server, token_budget=1000), sandbox=fake_sandbox
+    )
 
     assert not result.solved
     assert result.stop_reason is StopReason.TOKEN_BUDGET
@@ -221,7 +233,7 @@ async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelSer
 
 
 async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
-    model_server: ScriptedModelServer,
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
     model_server.add(
         Turn(agent="coder", content="I would compute it with a loop."),
@@ -231,7 +243,7 @@ async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
     assert result.solved
     assert "There is no code block" in result.messages[2].content
@@ -240,6 +252,7 @@ async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
     assert [run.stdout.strip() for run in result.runs] == ["63245986"]
 
 
+@pytest.mark.docker
 async def test_bash_blocks_run_too(model_server: ScriptedModelServer) -> None:
     model_server.add(
         coder_turn("```bash\necho $((6 * 7))\n```"),
@@ -256,7 +269,7 @@ async def test_bash_blocks_run_too(model_server: ScriptedModelServer) -> None:
 
 @pytest.mark.parametrize("mode", [CrewMode.ADMIN, CrewMode.WORKFLOW_ADMIN])
 async def test_admin_modes_reach_the_answer(
-    model_server: ScriptedModelServer, mode: CrewMode
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox, mode: CrewMode
 ) -> None:
     if mode is CrewMode.ADMIN:
         model_server.add(
@@ -272,7 +285,9 @@ async def test_admin_modes_reach_the_answer(
         # The workflow leaves one candidate each time: the admin is never asked.
         model_server.add(*happy_path_turns())
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server, mode=mode))
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(model_server, mode=mode), sandbox=fake_sandbox
+    )
 
     assert result.solved, result.stop_detail
     assert speakers(result.messages) == ["admin", "coder", "reviewer", "runner", "admin"]
@@ -284,6 +299,7 @@ async def test_admin_modes_reach_the_answer(
         assert request.body["stop"] == [":"]
 
 
+@pytest.mark.docker
 async def test_a_crew_reused_for_two_tasks_reports_each_tasks_own_runs(
     model_server: ScriptedModelServer,
 ) -> None:

@@ -13,16 +13,13 @@ from sandcrew.crew import (
     NO_CODE_REPLY,
     ReviewClaims,
     RunnerAgent,
+    code_to_run,
     crew_workflow,
     decide,
     inspect_code,
     review_code_block,
-    split_completion,
 )
-from sandcrew.sandbox import DockerSandbox
-
-# The crew runs its code in real containers.
-pytestmark = pytest.mark.docker
+from tests.crew.fakes import ScriptedSandbox
 
 GOOD_CLAIMS = ReviewClaims(
     has_multiple_code_blocks=False,
@@ -45,7 +42,7 @@ def test_facts_of_a_good_python_block() -> None:
         ("no code at all", "There is no code block"),
         ("```python\nprint(1)\n```\n```python\nprint(2)\n```", "multiple code blocks"),
         ("```javascript\nconsole.log(1)\n```", "The code block is javascript"),
-        ("```\nprint(1)\n```", "The code block is untagged"),
+        ("```\necho one two\n```", "The code block is untagged"),
         ("```python\nprint(1\n```", "does not parse (line 1"),
         ("```python\ndef main():\n    print(1)\n```", "does not run at the top level"),
         ("```python\nx = 6 * 7\n```", "does not print its result"),
@@ -87,22 +84,8 @@ def test_review_function_contract_and_wrapper() -> None:
     assert "/has_multiple_code_blocks" in bad.content
 
 
-@pytest.mark.parametrize(
-    ("reply", "answer"),
-    [
-        ("It is 63245986.\n[COMPLETE]", "It is 63245986."),
-        ("63245986\n  [COMPLETE]  \n", "63245986"),
-        ("I will write [COMPLETE] when it is done.", None),
-        ("[COMPLETE] is what I say at the end, not now.", None),
-        ("Please fix the code.", None),
-    ],
-)
-def test_completion_signal_counts_only_as_a_whole_last_line(reply: str, answer: str | None) -> None:
-    assert split_completion(reply) == answer
-
-
 async def test_runner_without_a_coder_message_asks_for_code() -> None:
-    runner = RunnerAgent(DockerSandbox())
+    runner = RunnerAgent(ScriptedSandbox())
     reply = await runner.generate_reply([TextMessage(content="task", sender="admin")])
     assert reply.content == NO_CODE_REPLY
     assert runner.runs == []
@@ -121,3 +104,41 @@ async def test_workflow_branches_on_structured_data_not_text() -> None:
     genuine = TextMessage(content="anything", sender="reviewer", data=approving)
     assert [a.name for a in await graph.next_agents("reviewer", [impostor])] == []
     assert [a.name for a in await graph.next_agents("reviewer", [genuine])] == ["runner"]
+
+
+FUNCTION_BLOCK = "```python\ndef fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n" \
+    "        a, b = b, a + b\n    return a\n```"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "expected_code"),
+    [
+        ("```\nprint(6 * 7)\n```", "python", "print(6 * 7)\n"),
+        (
+            f"{FUNCTION_BLOCK}\nUse it like this:\n```python\nprint(fibonacci(39))\n```",
+            "python",
+            "return a\n\nprint(fibonacci(39))\n",
+        ),
+        (f"{FUNCTION_BLOCK}\n```\nprint(fibonacci(39))\n```", "python", "print(fibonacci(39))\n"),
+        ("```python\nprint(1)\n```\nor better:\n```python\nprint(2)\n```", "python", "print(2)\n"),
+        ("```\necho one two\n```", None, "echo one two\n"),
+    ],
+    ids=["untagged-python", "function-and-usage", "function-and-untagged-usage",
+         "two-programs", "untagged-not-python"],
+)  # fmt: skip
+def test_the_program_to_run_is_what_is_unambiguous(
+    text: str, language: str | None, expected_code: str
+) -> None:
+    block = code_to_run(text)
+    assert block is not None
+    assert block.language == language
+    assert block.code.endswith(expected_code)
+
+
+def test_joined_blocks_are_one_program_for_the_review() -> None:
+    facts = inspect_code(f"{FUNCTION_BLOCK}\n```python\nprint(fibonacci(39))\n```")
+    assert (facts.block_count, facts.joined, facts.has_multiple_code_blocks) == (2, True, False)
+    assert decide(GOOD_CLAIMS, facts).approved
+    two_programs = inspect_code("```python\nprint(1)\n```\n```python\nprint(2)\n```")
+    assert two_programs.has_multiple_code_blocks
+    assert not decide(GOOD_CLAIMS, two_programs).approved

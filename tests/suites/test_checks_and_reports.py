@@ -300,6 +300,16 @@ PUBLIC_NAMES = {
     "run_suite",
     "write_json_report",
     "write_junit",
+    "CheckExecutor",
+    "CodeCheck",
+    "ContainerCheckExecutor",
+    "Evaluation",
+    "PassAtK",
+    "SampleResult",
+    "estimate_pass_at_k",
+    "evaluate_functional_correctness",
+    "evaluate_samples",
+    "pass_at_k",
 }
 
 

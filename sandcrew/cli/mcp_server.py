@@ -1,0 +1,76 @@
+"""`sandcrew mcp`: serve sandcrew's tools to MCP clients (stdio or streamable HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from sandcrew.cli import _options as options
+from sandcrew.errors import ConfigurationError
+
+
+def mcp(
+    transport: Annotated[
+        str,
+        typer.Option(help="stdio (a client starts the server) or streamable-http."),
+    ] = "stdio",
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (streamable-http).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (streamable-http).")] = 8000,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Longest run a client may ask for, seconds.",
+            show_default=f"{options.RUN_TIMEOUT_DEFAULT:g}",
+        ),
+    ] = None,
+    memory: Annotated[
+        int | None,
+        typer.Option(
+            parser=options.parse_memory,
+            metavar="SIZE",
+            help="Most memory a client may ask for (256m, 1g).",
+            show_default=options.MEMORY_DEFAULT,
+        ),
+    ] = None,
+    allow_network: Annotated[
+        bool,
+        typer.Option("--allow-network", help="Let a client ask for network access in a run."),
+    ] = False,
+    image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    config: options.Config = None,
+) -> None:
+    """Serve run_code, list_languages (and solve, when a model is configured) over MCP.
+
+    Clients may lower a run's timeout and memory and turn its network on only where the
+    server allows it; the limits here (and the settings file's sandbox table) are the ceilings.
+    """
+    if transport not in ("stdio", "streamable-http"):
+        raise ConfigurationError(
+            f"--transport must be stdio or streamable-http (got {transport!r})"
+        )
+    settings = options.settings_from_options(
+        config=config,
+        model=model,
+        base_url=base_url,
+        sandbox=options.sandbox_flags(run_timeout=timeout, memory=memory, image=image),
+    )
+    with_solve = settings.endpoint.configured
+
+    from sandcrew.mcp import serve  # the optional SDK: imported only for this command
+
+    asyncio.run(
+        serve(
+            settings,
+            allow_network=allow_network,
+            transport="stdio" if transport == "stdio" else "streamable-http",
+            host=host,
+            port=port,
+            with_solve=with_solve,
+        )
+    )

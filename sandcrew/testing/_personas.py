@@ -1,0 +1,288 @@
+"""Personas: scripted models that answer the Fibonacci task the way real chat models do.
+
+Each persona replays one habit of real models (a completion signal written loosely, a
+``<think>`` block, a loose speaker name, an untagged code fence …) as a script for
+:class:`~sandcrew.testing.ScriptedModelServer`, so the crew can be checked against it —
+and users can replay the same behaviour against their own setup::
+
+    from sandcrew.testing import PERSONAS, ScriptedModelServer
+
+    with ScriptedModelServer(PERSONAS["signal-same-line"].script("workflow")) as server:
+        ...  # sandcrew solve "What's the 39th fibonacci number?" --base-url server.base_url
+
+A persona says whether the crew must *rescue* it (solve the task with at most
+``extra_calls`` model calls over the compliant persona) or stop early naming ``cause``.
+Scripts match requests by agent (``X-Sandcrew-Agent``) and system prompt only, so
+``persona.script(mode)`` dumps to YAML for :func:`~sandcrew.testing.load_script`.
+
+The registry :data:`PERSONAS` is a plain mapping from name to persona.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sandcrew.testing._script import ScriptedToolCall, Turn
+
+Mode = Literal["workflow", "admin", "workflow+admin"]
+MODES: tuple[Mode, ...] = ("workflow", "admin", "workflow+admin")
+
+FIBONACCI_TASK = "What's the 39th fibonacci number?"
+FIBONACCI_ANSWER = "63245986"
+FIBONACCI_FUNCTION = """def fibonacci(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+"""
+FIBONACCI_SCRIPT = FIBONACCI_FUNCTION + "\nprint(fibonacci(39))\n"
+
+ROLE_PLAY_SYSTEM = "You are in a role play game"
+"""How a speaker-selection request's system prompt starts (AutoGen.NET's role play)."""
+ADMIN_SYSTEM = "You are the admin"
+"""How the crew admin's own system prompt starts."""
+
+ALL_CHECKS_PASS = {
+    "has_multiple_code_blocks": False,
+    "is_top_level_statement": True,
+    "is_python_code_block": True,
+    "is_print_result_to_console": True,
+}
+COMPLIANT_SELECTIONS = ("From coder", "From reviewer", "From runner", "From admin")
+"""The speaker-selection replies of one pass through the crew in admin mode."""
+
+
+def coder_turn(content: str, *, times: int = 1) -> Turn:
+    return Turn(agent="coder", content=content, times=times)
+
+
+def reviewer_turn(*, text: str | None = None, times: int = 1, **checks: bool) -> Turn:
+    call = ScriptedToolCall(name="review_code_block", arguments={**ALL_CHECKS_PASS, **checks})
+    return Turn(agent="reviewer", content=text, tool_calls=[call], times=times)
+
+
+def admin_turn(content: str, *, times: int = 1) -> Turn:
+    return Turn(agent="admin", system=ADMIN_SYSTEM, content=content, times=times)
+
+
+def selection_turn(content: str, *, times: int = 1) -> Turn:
+    return Turn(agent="admin", system=ROLE_PLAY_SYSTEM, content=content, times=times)
+
+
+COMPLIANT_CODER = f"Here is the code.\n\n```python\n{FIBONACCI_SCRIPT}```"
+COMPLIANT_ADMIN = f"The 39th Fibonacci number is {FIBONACCI_ANSWER}.\n[COMPLETE]"
+
+
+@dataclass(frozen=True)
+class Persona:
+    """A scripted model with one real-world habit, and what the crew must make of it.
+
+    ``coder``, ``reviewer`` and ``admin`` are the turns for each role (in order);
+    ``selections`` are the speaker-selection replies in admin mode (one per request).
+    ``rescued``: the crew must solve the task with at most ``extra_calls`` model calls over
+    the compliant persona and ``runs`` container runs; otherwise it must stop with a stop
+    reason ``stop_reason`` whose detail contains ``cause``. ``modes`` lists the modes the
+    habit matters in.
+    """
+
+    name: str
+    habit: str
+    coder: Sequence[Turn] = (coder_turn(COMPLIANT_CODER),)
+    reviewer: Sequence[Turn] = (reviewer_turn(),)
+    admin: Sequence[Turn] = (admin_turn(COMPLIANT_ADMIN),)
+    selections: Sequence[Turn] = tuple(selection_turn(reply) for reply in COMPLIANT_SELECTIONS)
+    rescued: bool = True
+    extra_calls: int = 0
+    runs: int = 1
+    stop_reason: str = "terminated"
+    cause: str | None = None
+    modes: tuple[Mode, ...] = ("workflow",)
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Crew settings the persona needs (as keys of a sandcrew TOML config file)."""
+
+    def script(self, mode: Mode = "workflow") -> list[Turn]:
+        """The turns a :class:`~sandcrew.testing.ScriptedModelServer` answers with."""
+        turns = [*self.coder, *self.reviewer, *self.admin]
+        if mode == "admin":
+            turns += self.selections
+        return [turn.model_copy() for turn in turns]
+
+    def model_calls(self, mode: Mode = "workflow") -> int:
+        """How many model requests the script answers."""
+        return sum(turn.times for turn in self.script(mode))
+
+
+def _personas(*personas: Persona) -> dict[str, Persona]:
+    return {persona.name: persona for persona in personas}
+
+
+def _admin_says(name: str, habit: str, content: str, **fields: Any) -> Persona:
+    return Persona(name, habit, admin=(admin_turn(content),), **fields)
+
+
+_THINKING_CODER = (
+    "<think>\nThe user wants fib(39). A first idea:\n```python\nprint('not this one')\n```\n"
+    "No, a loop is better; fib(1) = fib(2) = 1.\n</think>\n" + COMPLIANT_CODER
+)
+_THINKING_ADMIN = (
+    "<think>\nThe runner printed 63245986: that answers the task. Should I say [COMPLETE]? "
+    f"Yes.\n</think>\n{COMPLIANT_ADMIN}"
+)
+
+PERSONAS: dict[str, Persona] = _personas(
+    Persona(
+        "compliant",
+        "answers exactly as the crew's prompts ask",
+        modes=MODES,
+    ),
+    _admin_says(
+        "signal-same-line",
+        "puts the completion signal on the answer's line",
+        f"The answer is {FIBONACCI_ANSWER}. [COMPLETE]",
+        modes=MODES,
+    ),
+    _admin_says(
+        "signal-bold",
+        "writes the signal in bold",
+        f"The answer is {FIBONACCI_ANSWER}.\n\n**[COMPLETE]**",
+    ),
+    _admin_says(
+        "signal-lower-case",
+        "writes the signal in lower case with a full stop",
+        f"The answer is {FIBONACCI_ANSWER}.\n[complete].",
+    ),
+    _admin_says(
+        "signal-backticks",
+        "writes the signal as inline code",
+        f"The answer is {FIBONACCI_ANSWER}.\n`[COMPLETE]`",
+    ),
+    _admin_says(
+        "signal-bare-word",
+        "writes COMPLETE without brackets",
+        f"The answer is {FIBONACCI_ANSWER}.\nCOMPLETE",
+    ),
+    _admin_says(
+        "signal-closing-remark",
+        "adds a closing remark after the signal",
+        f"The answer is {FIBONACCI_ANSWER}.\n[COMPLETE]\nLet me know if you need anything else!",
+    ),
+    _admin_says(
+        "signal-after-code",
+        "repeats the answer with the code before the signal",
+        f"The program\n\n```python\n{FIBONACCI_SCRIPT}```\n\nprints {FIBONACCI_ANSWER}.\n"
+        "[COMPLETE]",
+    ),
+    Persona(
+        "reasoning",
+        "thinks in <think> blocks (with a stray code fence and the signal inside) first",
+        coder=(coder_turn(_THINKING_CODER),),
+        reviewer=(reviewer_turn(text="<think>\nOne block, prints, top level.\n</think>"),),
+        admin=(admin_turn(_THINKING_ADMIN),),
+        selections=tuple(
+            selection_turn(f"<think>\nWho is next?\n</think>\n{reply}")
+            for reply in COMPLIANT_SELECTIONS
+        ),
+        modes=MODES,
+    ),
+    Persona(
+        "reasoning-cut-off",
+        "is cut off inside its <think> block by the role-play stop sequence",
+        selections=(
+            selection_turn("<think>\nThe admin gave the task. Next"),
+            *(
+                selection_turn(f"<think>\nnext?\n</think>\n{reply}")
+                for reply in COMPLIANT_SELECTIONS
+            ),
+        ),
+        extra_calls=1,
+        modes=("admin",),
+    ),
+    Persona(
+        "loose-speaker-names",
+        "names the next speaker loosely",
+        selections=tuple(
+            selection_turn(reply)
+            for reply in (
+                "From coder.",
+                "**From reviewer**",
+                "runner",
+                "The next speaker should be: From admin",
+            )
+        ),
+        modes=("admin",),
+    ),
+    Persona(
+        "rambling-selector",
+        "does not name a speaker for one selection, whatever it is told",
+        selections=(
+            selection_turn("Let me think about who should go next.", times=3),
+            *(selection_turn(reply) for reply in COMPLIANT_SELECTIONS[1:]),
+        ),
+        extra_calls=2,
+        modes=("admin",),
+    ),
+    Persona(
+        "untagged-fence",
+        "writes the code in a fence without a language",
+        coder=(coder_turn(f"Here is the code:\n\n```\n{FIBONACCI_SCRIPT}```"),),
+        modes=MODES,
+    ),
+    Persona(
+        "function-then-usage",
+        "writes a function block, then a block that uses it",
+        coder=(
+            coder_turn(
+                f"First the function:\n\n```python\n{FIBONACCI_FUNCTION}```\n\n"
+                "Then call it:\n\n```python\nprint(fibonacci(39))\n```"
+            ),
+        ),
+        modes=MODES,
+    ),
+    Persona(
+        "never-signals",
+        "answers the result but never says the completion signal",
+        coder=(coder_turn(COMPLIANT_CODER, times=2),),
+        reviewer=(reviewer_turn(times=2),),
+        admin=(admin_turn(f"The 39th Fibonacci number is {FIBONACCI_ANSWER}.", times=2),),
+        selections=tuple(selection_turn(reply) for reply in COMPLIANT_SELECTIONS * 2),
+        rescued=False,
+        runs=2,
+        stop_reason="no_completion_signal",
+        cause="without a recognisable completion signal",
+        modes=MODES,
+    ),
+    Persona(
+        "signal-mid-text",
+        "mentions the signal mid-sentence instead of ending with it",
+        coder=(coder_turn(COMPLIANT_CODER, times=2),),
+        reviewer=(reviewer_turn(times=2),),
+        admin=(admin_turn(f"It is {FIBONACCI_ANSWER}; I will say [COMPLETE] later.", times=2),),
+        rescued=False,
+        runs=2,
+        stop_reason="no_completion_signal",
+        cause="without a recognisable completion signal",
+    ),
+    Persona(
+        "small-context",
+        "has a context too small for the crew's prompts",
+        coder=(
+            Turn(
+                agent="coder",
+                status=400,
+                error_message="This model's maximum context length is 512 tokens. However, "
+                "your messages resulted in 900 tokens.",
+            ),
+        ),
+        reviewer=(),
+        admin=(),
+        selections=(selection_turn("From coder"),),
+        rescued=False,
+        runs=0,
+        stop_reason="context_overflow",
+        cause="exceeds the model's context",
+        modes=MODES,
+    ),
+)
+"""Every persona by name (a plain mapping; add yours with ``PERSONAS[name] = persona``)."""

@@ -1,0 +1,78 @@
+"""Start `sandcrew mcp` as a real child process and drive it with the MCP SDK's own client."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from tests.sandbox.helpers import our_containers, shared_client
+
+
+def server_parameters(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """``python -m sandcrew mcp ARGS`` with the test's hermetic environment."""
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith(("SANDCREW_", "OPENAI_", "DOCKER_"))
+    }
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sandcrew", "mcp", *args],
+        env={**environment, **(env or {})},
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(
+    *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized client session with a fresh `sandcrew mcp` over stdio."""
+    async with (
+        stdio_client(server_parameters(*args, env=env)) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def sandcrew_mcp_children(parent: int) -> list[int]:
+    """Pids of the `sandcrew mcp` processes whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent_pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent_pid == parent and b"sandcrew" in command and b"mcp" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_until_gone(server_pid: int, *, within: float = 20.0) -> list[str]:
+    """Wait for the server to exit and its containers to go; the containers still there."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        leftovers = our_containers(shared_client(), owner_pid=server_pid)
+        if not leftovers and not process_alive(server_pid):
+            return []
+        time.sleep(0.2)
+    return our_containers(shared_client(), owner_pid=server_pid)

@@ -1,0 +1,108 @@
+"""`sandcrew mcp` over streamable HTTP, and its `solve` tool with a scripted model."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from sandcrew.testing import ScriptedModelServer
+from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, happy_path_turns
+from tests.mcp_server.helpers import mcp_session, wait_until_gone
+from tests.programs import FIBONACCI_PROGRAM
+
+pytestmark = pytest.mark.docker
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def http_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http"),
+            *("--host", "127.0.0.1", "--port", str(port), "--timeout", "5"),
+        ],
+        cwd=REPOSITORY,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert time.monotonic() < deadline, "the HTTP server never listened"
+        time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", server
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        finally:
+            server.kill()
+            if server.stderr is not None:
+                server.stderr.close()
+
+
+async def test_streamable_http_serves_the_same_tools(
+    http_server: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, server = http_server
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        names = [tool.name for tool in (await session.list_tools()).tools]
+        result = await session.call_tool("run_code", {"code": FIBONACCI_PROGRAM})
+
+    assert names[:2] == ["run_code", "list_languages"]
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["stdout"] == "63245986\n"
+
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == 0
+    assert wait_until_gone(server.pid) == []
+
+
+async def test_solve_is_offered_only_with_a_model_and_reports_progress() -> None:
+    without_model = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
+    async with mcp_session(env=without_model) as session:
+        offered = [tool.name for tool in (await session.list_tools()).tools]
+    assert "solve" not in offered
+
+    progress: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    with ScriptedModelServer(happy_path_turns()) as model:
+        async with mcp_session("--base-url", model.base_url, "--model", "scripted") as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            result = await session.call_tool(
+                "solve", {"task": FIBONACCI_TASK}, progress_callback=on_progress
+            )
+
+    assert tools["solve"].input_schema["required"] == ["task"]
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["solved"] is True
+    assert FIBONACCI_ANSWER in result.structured_content["answer"]
+    assert result.structured_content["stop_reason"] == "terminated"
+    assert result.structured_content["runs"] == 1
+    speakers = [line.split(":", 1)[0] for line in progress]
+    assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]
