@@ -111,7 +111,9 @@ def exit_code_for(result: CrewResult) -> ExitCode:
         return ExitCode.OK
     if isinstance(result.error, UserError):
         return ExitCode.USAGE
-    if isinstance(result.error, InfrastructureError):
+    if isinstance(result.error, InfrastructureError) and result.error.retryable:
+        # Unreachable or failing after retries. A request the model refused (its context is
+        # too small, say) is an answer: the task was not solved.
         return ExitCode.INFRASTRUCTURE
     return ExitCode.NOT_SOLVED
 

@@ -31,8 +31,9 @@ def test_persona_through_the_cli(persona: Persona, mode: Mode) -> None:
     compliant_calls = PERSONAS["compliant"].model_calls(mode)
     with Server(persona.script(mode)) as server:
         completed = run_cli(
-            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--mode", mode, "--json"
-        )
+            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--model", "scripted",
+            "--mode", mode, "--json",
+        )  # fmt: skip
         calls = [request for request in server.requests if request.method == "POST"]
 
     assert "Traceback" not in completed.stderr
@@ -59,7 +60,9 @@ def test_persona_through_the_cli(persona: Persona, mode: Mode) -> None:
 
 def test_an_unrescued_persona_names_its_cause_on_the_terminal() -> None:
     with Server(PERSONAS["never-signals"].script()) as server:
-        completed = run_cli("solve", FIBONACCI_TASK, "--base-url", server.base_url)
+        completed = run_cli(
+            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--model", "scripted"
+        )
 
     assert completed.returncode == 1
     assert "not solved (no_completion_signal)" in completed.stderr
