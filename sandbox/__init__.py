@@ -14,9 +14,12 @@ from ._errors import (
 from ._extract import CodeBlock, extract_code_blocks
 from ._images import DEFAULT_IMAGES, BaseSource, ImageBuildError, build_images, list_images
 from ._languages import SUPPORTED_LANGUAGES, normalize_language
+from ._lifecycle import treat_sigterm_as_interrupt
+from ._protocol import Sandbox
 from ._reaper import reap_orphans
 from ._result import ExecutionResult
 from ._sandbox import DockerSandbox
+from ._seccomp import describe as describe_seccomp_profile
 
 __all__ = [
     "DEFAULT_IMAGES",
@@ -30,14 +33,17 @@ __all__ = [
     "ExecutionResult",
     "ImageBuildError",
     "ImageNotFoundError",
+    "Sandbox",
     "SandboxConfig",
     "SandboxError",
     "UnsupportedLanguageError",
     "build_images",
     "connect_docker",
+    "describe_seccomp_profile",
     "docker_endpoint",
     "extract_code_blocks",
     "list_images",
     "normalize_language",
     "reap_orphans",
+    "treat_sigterm_as_interrupt",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal, Self
 
@@ -16,8 +17,10 @@ from pydantic import (
 )
 
 from ..core import ConfigurationError
+from ._deadlines import limit_problem
 from ._images import DEFAULT_IMAGES
 from ._languages import normalize_language
+from ._seccomp import ENGINE_DEFAULT, PROFILE_NAME
 
 MIB = 1024 * 1024
 
@@ -97,8 +100,7 @@ class SandboxConfig(BaseModel):
     pids_limit: int = 64
     """Processes and threads the container may hold at once (stops fork bombs).
 
-    Four of them are the sandbox's own: the init, the bootstrap shell and its
-    watchdog (a subshell and its ``sleep``)."""
+    Two of them are the sandbox's own: the init and the supervisor."""
     network: bool = False
     """Opt-in network access; off means an empty network namespace with only ``lo``."""
     read_only_root: bool = True
@@ -126,8 +128,17 @@ class SandboxConfig(BaseModel):
     """``ulimit -n``: open file descriptors per process."""
     core_dump_limit_bytes: int = 0
     """``ulimit -c``: no core dumps by default."""
-    user: str = "10001:10001"
-    """Numeric ``uid:gid`` the program runs as; root is refused."""
+    user: str | None = None
+    """A fixed numeric ``uid:gid`` for every program; root is refused.
+
+    ``None`` (the default) gives each run a uid of its own from ``uid_range``
+    (its gid is the same number), so that per-user kernel limits (inotify
+    instances, process counts) of one run never touch another's."""
+    uid_range: tuple[int, int] = (20000, 59999)
+    """Inclusive range of the per-run uids; never 0."""
+    seccomp_profile: str = "sandcrew"
+    """``"sandcrew"`` (our own allowlist, the default), ``"engine-default"`` (the
+    engine's default profile) or the path of a profile file in the engine's JSON format."""
     runtime: str | None = None
     """OCI runtime, e.g. ``"runsc"`` (gVisor); ``None`` uses the engine's default."""
     log_driver: Literal["none", "json-file"] = "none"
@@ -157,7 +168,15 @@ class SandboxConfig(BaseModel):
             problems = "; ".join(_describe(error) for error in exc.errors())
             raise ConfigurationError(f"Invalid sandbox settings: {problems}") from None
 
-    @field_validator("timeout", "cpus", "reap_grace_seconds", "docker_timeout", "pool_idle_seconds")
+    @field_validator("timeout")
+    @classmethod
+    def _usable_run_limit(cls, value: float) -> float:
+        problem = limit_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("cpus", "reap_grace_seconds", "docker_timeout", "pool_idle_seconds")
     @classmethod
     def _positive_number(cls, value: float, info: Any) -> float:
         name: str = info.field_name
@@ -205,7 +224,9 @@ class SandboxConfig(BaseModel):
 
     @field_validator("user")
     @classmethod
-    def _numeric_non_root_user(cls, value: str) -> str:
+    def _numeric_non_root_user(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         match = _USER_PATTERN.match(value)
         if match is None:
             raise ValueError(
@@ -216,6 +237,33 @@ class SandboxConfig(BaseModel):
         if match.group(2) is not None and int(match.group(2)) == 0:
             raise ValueError(f"user must not be in the root group (gid 0) (got {value!r})")
         return value if match.group(2) is not None else f"{value}:{value}"
+
+    @field_validator("uid_range")
+    @classmethod
+    def _unprivileged_uid_range(cls, value: tuple[int, int]) -> tuple[int, int]:
+        low, high = value
+        if not 1 <= low <= high < 2**31 - 1:
+            raise ValueError(
+                f"uid_range must be (low, high) with 1 <= low <= high < 2147483647 (got {value!r})"
+            )
+        return value
+
+    @field_validator("seccomp_profile")
+    @classmethod
+    def _known_seccomp_profile(cls, value: str) -> str:
+        if value in (PROFILE_NAME, ENGINE_DEFAULT):
+            return value
+        try:
+            with open(value, encoding="utf-8") as handle:
+                loaded = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise ValueError(
+                f"seccomp_profile must be {PROFILE_NAME!r}, {ENGINE_DEFAULT!r} or a readable "
+                f"JSON profile file ({exc})"
+            ) from None
+        if not isinstance(loaded, dict) or "defaultAction" not in loaded:
+            raise ValueError(f"seccomp_profile {value!r} is not a seccomp profile")
+        return value
 
     @field_validator("workdir")
     @classmethod
@@ -250,12 +298,12 @@ class SandboxConfig(BaseModel):
         return images
 
     @property
-    def uid(self) -> int:
-        return int(self.user.split(":", 1)[0])
-
-    @property
-    def gid(self) -> int:
-        return int(self.user.split(":", 1)[1])
+    def fixed_ids(self) -> tuple[int, int] | None:
+        """The ``(uid, gid)`` of ``user``, or ``None`` when each run gets its own."""
+        if self.user is None:
+            return None
+        uid, gid = self.user.split(":", 1)
+        return int(uid), int(gid)
 
 
 def _describe(error: Any) -> str:

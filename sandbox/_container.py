@@ -1,8 +1,9 @@
 """A hardened sandbox container: its settings, its launch, its removal.
 
 A container is created with every hardening setting, attached (before it
-starts, so no output can be missed) and started; its command is the bootstrap
-of :mod:`._bootstrap`, which waits on stdin for a program. Nothing is
+starts, so no output can be missed) and started; its command is the supervisor
+of :mod:`._supervisor`, which waits on stdin for a program and runs it as the
+container's own uid. Nothing is
 bind-mounted from the host and no archive is copied: the program travels on the
 attach connection that also brings the output back. A launched container is
 either run at once or kept by a pool until a run takes it; either way it serves
@@ -21,33 +22,52 @@ import docker
 import docker.errors
 from docker.types import LogConfig, Ulimit
 
-from ._bootstrap import bootstrap_command
 from ._config import SandboxConfig
 from ._errors import ImageNotFoundError, SandboxError
 from ._labels import DEADLINE_LABEL, RUN_ID_LABEL, container_labels
+from ._seccomp import seccomp_security_option
 from ._streams import close_connection
+from ._supervisor import SUPERVISOR_CAPABILITIES, supervisor_command
+from ._uids import release_run_uid
 
 _T = TypeVar("_T")
 
 _ATTACH_PARAMS = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
 
 
-def host_config(api: docker.APIClient, config: SandboxConfig) -> dict[str, Any]:
-    """The hardened HostConfig of a sandbox container."""
+# Engine answers that mean "a removal or a stop of this container is under
+# way": the container is going anyway; asking again settles it.
+_REMOVAL_RACES = ("is not running", "removal of container", "already in progress", "is dead")
+_REMOVAL_ATTEMPTS = 5
+
+
+def security_options(config: SandboxConfig) -> list[str] | None:
+    options = ["no-new-privileges:true"] if config.no_new_privileges else []
+    seccomp = seccomp_security_option(config.seccomp_profile)
+    if seccomp is not None:
+        options.append(seccomp)
+    return options or None
+
+
+def host_config(
+    api: docker.APIClient, config: SandboxConfig, *, uid: int, gid: int
+) -> dict[str, Any]:
+    """The hardened HostConfig of a sandbox container whose program runs as ``uid:gid``."""
     # noexec as Docker's own default for tmpfs: programs cannot drop and run binaries.
     tmpfs_options = "rw,nosuid,nodev,noexec"
     options: dict[str, Any] = {
         "read_only": config.read_only_root,
         "tmpfs": {
             config.workdir: (
-                f"{tmpfs_options},size={config.workdir_tmpfs_bytes},"
-                f"uid={config.uid},gid={config.gid},mode=0700"
+                f"{tmpfs_options},size={config.workdir_tmpfs_bytes},uid={uid},gid={gid},mode=0700"
             ),
             "/tmp": f"{tmpfs_options},size={config.tmp_tmpfs_bytes},mode=1777",
         },
         "shm_size": config.shm_bytes,
-        "security_opt": ["no-new-privileges:true"] if config.no_new_privileges else None,
+        "security_opt": security_options(config),
+        # The supervisor's only privileges; the program drops them all.
         "cap_drop": ["ALL"] if config.drop_all_capabilities else None,
+        "cap_add": list(SUPERVISOR_CAPABILITIES) if config.drop_all_capabilities else None,
         "pids_limit": config.pids_limit,
         "mem_limit": config.memory_bytes,
         # Equal to the memory limit: no swap on top of it.
@@ -84,22 +104,25 @@ def create_options(
     image: str,
     run_id: str,
     deadline: float,
+    ids: tuple[int, int],
     pooled: bool = False,
 ) -> dict[str, Any]:
     """Arguments of ``APIClient.create_container`` for one container.
 
     ``deadline`` (unix seconds) goes into the label the reaper reads: past it,
-    the container is surely orphaned, whoever owns it.
+    the container is surely orphaned, whoever owns it. ``ids`` are the uid and
+    gid the program runs as; the supervisor starts as root to drop to them.
     """
+    uid, gid = ids
     return {
         "image": image,
-        "command": bootstrap_command(config.workdir),
+        "command": supervisor_command(config.workdir, uid, gid),
         "name": f"sandcrew-{run_id}",
         "hostname": "sandbox",
-        "user": config.user,
+        "user": "0:0",
         "working_dir": config.workdir,
         # Nothing of the host's environment is ever passed on; language-specific
-        # variables are set by the bootstrap.
+        # variables are set by the supervisor.
         "environment": {"HOME": config.workdir},
         "labels": container_labels(
             run_id=run_id, created_at=time.time(), deadline=deadline, pooled=pooled
@@ -113,7 +136,7 @@ def create_options(
         # An empty network namespace with only `lo`, and no time spent on
         # network setup (faster than network_mode="none" on Docker 20.10).
         "network_disabled": not config.network,
-        "host_config": host_config(api, config),
+        "host_config": host_config(api, config, uid=uid, gid=gid),
     }
 
 
@@ -132,6 +155,8 @@ class LaunchedContainer:
     pooled: bool
     launched_at: float
     """``time.monotonic()`` when the container had started."""
+    uid: int
+    """The uid its program runs as."""
 
 
 class Launch:
@@ -143,10 +168,13 @@ class Launch:
     is removed as well.
     """
 
-    def __init__(self, api: docker.APIClient, options: dict[str, Any], *, pooled: bool) -> None:
+    def __init__(
+        self, api: docker.APIClient, options: dict[str, Any], *, pooled: bool, uid: int
+    ) -> None:
         self._api = api
         self._options = options
         self._pooled = pooled
+        self.uid = uid
         self._settled = threading.Event()
         self._container: LaunchedContainer | None = None
 
@@ -184,6 +212,7 @@ class Launch:
             deadline=float(labels[DEADLINE_LABEL]),
             pooled=self._pooled,
             launched_at=time.monotonic(),
+            uid=self.uid,
         )
 
     def discard(self) -> None:
@@ -191,27 +220,54 @@ class Launch:
         if self._container is not None:
             discard_container(self._api, self._container)
         else:
-            remove_container(self._api, self.name)
+            try:
+                remove_container(self._api, self.name)
+            finally:
+                release_run_uid(self.uid)
 
 
 def discard_container(api: docker.APIClient, container: LaunchedContainer) -> None:
-    """Close the container's attach connection and force-remove it."""
+    """Close the container's attach connection and force-remove it; free its uid.
+
+    Whoever reads the connection must have stopped reading (see
+    :func:`~._execution.execute`): closing a socket under a reader lets its
+    descriptor number be reused while the reader still waits on it.
+    """
     close_connection(container.connection)
-    remove_container(api, container.name)
+    try:
+        remove_container(api, container.name)
+    finally:
+        release_run_uid(container.uid)
 
 
 def remove_container(api: docker.APIClient, name: str) -> None:
-    """Force-remove a container and its anonymous volumes; a missing one is fine."""
-    try:
-        api.remove_container(name, force=True, v=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        if exc.status_code != 409:  # 409: another removal is already under way.
-            raise SandboxError(
-                f"Docker could not remove the sandbox container {name}: {explain(exc)}; "
-                "`sandcrew sandbox gc` will retry"
-            ) from None
+    """Force-remove a container and its anonymous volumes; a missing one is fine.
+
+    The engine may answer that a stop or removal is already under way ("is not
+    running", "removal already in progress", 409): the container is going
+    anyway, so the removal is asked again a few times and never reported as a
+    failure. Other refusals raise :class:`SandboxError`.
+    """
+    for attempt in range(_REMOVAL_ATTEMPTS):
+        try:
+            api.remove_container(name, force=True, v=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if not is_removal_race(exc):
+                raise SandboxError(
+                    f"Docker could not remove the sandbox container {name}: {explain(exc)}; "
+                    "`sandcrew sandbox gc` will retry"
+                ) from None
+            time.sleep(0.05 * 2**attempt)
+        else:
+            return
+
+
+def is_removal_race(exc: docker.errors.APIError) -> bool:
+    """The engine refused because another stop or removal of the container is under way."""
+    text = explain(exc).lower()
+    return exc.status_code == 409 or any(phrase in text for phrase in _REMOVAL_RACES)
 
 
 def translated(call: Callable[[], _T], *, image: str) -> Callable[[], _T]:

@@ -1,28 +1,41 @@
 """One program in one launched container: deliver it, time it, collect what it did.
 
-The deadline counts from the moment the program is sent, not from the
-container's start: a pooled container may have waited for minutes. The worker
+The deadline counts from the moment the supervisor acknowledges the program
+(the program starts right after; until then, the supervisor's own start-up
+gets a short allowance), not from the container's start: a pooled container
+may have waited for minutes. The worker
 thread that delivers the program also arms the kill, so the deadline holds
 even while the caller's event loop is blocked, whatever the program prints.
-Removing the container is the caller's business.
+It is disarmed only by the supervisor's trailers (which the program cannot
+forge) or by the engine's confirmation that the container stopped; every wait
+on the stream or the engine is bounded (see :mod:`._deadlines`). Removing the
+container is the caller's business.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import threading
 import time
 from dataclasses import dataclass
 
 import docker
 import docker.errors
+import requests
 
-from ._bootstrap import ACKNOWLEDGEMENT, Delivery
 from ._config import SandboxConfig
 from ._container import LaunchedContainer, explain, vanished
+from ._deadlines import (
+    ENGINE_CONFIRMATION_SECONDS,
+    SUPERVISOR_START_ALLOWANCE,
+    reading_ends_after,
+)
 from ._errors import SandboxError
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
-from ._streams import CappedBuffer, deliver_and_collect
-from ._threads import in_thread
+from ._streams import CappedBuffer, deliver_and_collect, shutdown_connection
+from ._supervisor import ACKNOWLEDGEMENT, Delivery
+from ._threads import in_dedicated_thread
 
 # The status of a process ended by SIGKILL, which is what the kernel's OOM killer sends.
 _KILLED_STATUS = 137
@@ -51,14 +64,21 @@ async def execute(
     time_limit: float,
     output_limit: int,
 ) -> Outcome:
-    """Send the program to the waiting bootstrap and collect its outcome."""
-    # One thread owns the attach connection from here to its closing, so no
-    # cancellation can leak it: once the container is removed it ends anyway.
-    collected = in_thread(_run_program, api, container, delivery, time_limit, output_limit)
+    """Send the program to the waiting supervisor and collect its outcome."""
+    # One thread owns the attach connection from here to its closing. On
+    # cancellation the socket is shut down, which ends the thread's reading,
+    # and the thread is awaited: only then may the connection be closed.
+    abandoned = threading.Event()
+    collected = in_dedicated_thread(
+        _run_program, api, container, delivery, time_limit, output_limit, abandoned
+    )
     try:
-        return await collected
-    finally:
-        collected.cancel()  # a no-op once done; otherwise nobody awaits it any more
+        return await asyncio.shield(collected)
+    except asyncio.CancelledError:
+        abandoned.set()
+        shutdown_connection(container.connection)
+        await asyncio.wait({collected})
+        raise
 
 
 async def judge(
@@ -100,6 +120,7 @@ class _Deadline:
         self._lock = threading.Lock()
         self._over = False
         self.killed = False
+        self._fires_at = time.monotonic() + seconds
         self._timer = threading.Timer(seconds, self._fire)
         self._timer.name = "sandcrew-deadline"
         self._timer.daemon = True
@@ -107,9 +128,24 @@ class _Deadline:
     def arm(self) -> None:
         self._timer.start()
 
-    def disarm(self) -> None:
-        self._timer.cancel()
+    def restart(self, seconds: float) -> None:
+        """Fire ``seconds`` from now instead (unless it already fired or was disarmed)."""
         with self._lock:
+            if self._over:
+                return
+            self._timer.cancel()
+            self._fires_at = time.monotonic() + seconds
+            self._timer = threading.Timer(seconds, self._fire)
+            self._timer.name = "sandcrew-deadline"
+            self._timer.daemon = True
+            self._timer.start()
+
+    def remaining(self) -> float:
+        return max(0.0, self._fires_at - time.monotonic())
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._timer.cancel()
             self._over = True
 
     def _fire(self) -> None:
@@ -126,9 +162,17 @@ def _run_program(
     delivery: Delivery,
     time_limit: float,
     limit: int,
+    abandoned: threading.Event,
 ) -> Outcome:
-    deadline = _Deadline(api, container.container_id, time_limit)
-    started = time.monotonic()
+    # Until the supervisor acknowledges the program, its own start-up may take
+    # a moment (a cold container); from then on the program has its limit.
+    deadline = _Deadline(api, container.container_id, time_limit + SUPERVISOR_START_ALLOWANCE)
+    started = [time.monotonic()]
+
+    def program_starts() -> None:
+        started[0] = time.monotonic()
+        deadline.restart(time_limit)
+
     deadline.arm()
     try:
         streams = deliver_and_collect(
@@ -137,16 +181,21 @@ def _run_program(
             limit=limit,
             acknowledgement=ACKNOWLEDGEMENT,
             trailer_mark=delivery.trailer_mark,
+            read_for=reading_ends_after(time_limit),
+            on_acknowledged=program_starts,
         )
-        # Both trailers in: the program has ended, whatever its leftovers do.
-        if streams.exit_status is not None:
-            deadline.disarm()
-        duration = time.monotonic() - started
+        duration = time.monotonic() - started[0]
         status, oom_killed = streams.exit_status, False
-        if status is None or status == _KILLED_STATUS:
-            # No trailer: the stream ended with the container (killed, or its
-            # shell died). A SIGKILL: the engine knows whether memory did it.
-            status, oom_killed = _wait_for_end(api, container.container_id, status)
+        if abandoned.is_set():
+            status = -1  # nobody waits for this outcome; the container is being removed
+        elif status is None or status == _KILLED_STATUS:
+            # No trailer: the container ended (killed, or its supervisor died),
+            # or the reading gave up. A SIGKILL: the engine knows whether memory
+            # did it. Either way the deadline stays armed until the engine
+            # confirms the container stopped.
+            status, oom_killed = _wait_for_end(api, container.container_id, deadline, status)
+        # Only the supervisor knows the nonce: both trailers in means the program
+        # ended on its own and nothing it left is running any more.
     finally:
         deadline.disarm()
     timed_out = deadline.killed and streams.exit_status is None
@@ -161,17 +210,39 @@ def _run_program(
     )
 
 
-def _wait_for_end(api: docker.APIClient, container_id: str, status: int | None) -> tuple[int, bool]:
-    """The container's exit status (unless the trailer told) and whether it hit its memory limit."""
-    try:
-        ended = api.wait(container_id, timeout=None)
-        state = api.inspect_container(container_id)["State"]
-    except docker.errors.NotFound:
-        raise vanished() from None
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"Docker failed while waiting for the program: {explain(exc)}") from None
+def _wait_for_end(
+    api: docker.APIClient, container_id: str, deadline: _Deadline, status: int | None
+) -> tuple[int, bool]:
+    """The container's exit status (unless the trailer told) and whether it hit its memory limit.
+
+    Waits at most until the deadline's kill plus the engine's confirmation time;
+    if the engine has not confirmed the end by then, kills once more and waits
+    once more, then gives up with a :class:`SandboxError`.
+    """
+    ended_with: int | None = None
+    for budget in (deadline.remaining() + ENGINE_CONFIRMATION_SECONDS, ENGINE_CONFIRMATION_SECONDS):
+        try:
+            ended = api.wait(container_id, timeout=math.ceil(budget))
+            ended_with = int(ended.get("StatusCode", -1))
+            state = api.inspect_container(container_id)["State"]
+        except docker.errors.NotFound:
+            raise vanished() from None
+        except docker.errors.APIError as exc:
+            raise SandboxError(
+                f"Docker failed while waiting for the program: {explain(exc)}"
+            ) from None
+        except (requests.exceptions.RequestException, OSError):
+            _kill(api, container_id)
+            continue
+        break
+    if ended_with is None:
+        raise SandboxError(
+            f"Docker did not confirm that the sandbox container {container_id[:12]} stopped "
+            "after it was killed; `sandcrew sandbox gc` removes it",
+            retryable=True,
+        )
     if status is None:
-        status = int(ended.get("StatusCode", -1))
+        status = ended_with
     return status, bool(state.get("OOMKilled", False))
 
 
@@ -180,5 +251,7 @@ def _kill(api: docker.APIClient, container_id: str) -> bool:
     try:
         api.kill(container_id, signal="SIGKILL")
     except docker.errors.APIError:
+        return False
+    except (requests.exceptions.RequestException, OSError):
         return False
     return True

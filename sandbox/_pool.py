@@ -7,9 +7,10 @@ pass from one run to the next. Every take starts a refill in the background; a
 run waits only when no container is ready, and then for the first one that
 becomes ready (already on its way, or launched for it).
 
-Lifetimes. The reaper removes any container past its deadline label, whoever
-owns it, so a waiting container's label allows for twice its idle lifetime plus
-the run timeout and the reap grace. The pool replaces containers that waited
+Lifetimes (the arithmetic is in :mod:`._deadlines`). The reaper removes any
+container past its deadline label, whoever owns it, so a waiting container's
+label allows for twice its idle lifetime plus the run timeout and the reap
+grace. The pool replaces containers that waited
 longer than their idle lifetime, hands out only containers whose label leaves
 room for the run's whole time limit, and drops containers that ended while they
 waited (the attach stream shows their end). The work dir and /tmp are the
@@ -31,13 +32,16 @@ from collections.abc import Callable
 
 from ..core import UserError
 from ._container import LaunchedContainer
+from ._deadlines import (
+    longest_pooled_run,
+    pool_check_interval,
+    pool_member_lifetime,
+    pooled_member_fits,
+)
 from ._streams import connection_is_quiet
 from ._threads import BackgroundWork
 
 Claim = concurrent.futures.Future[LaunchedContainer]
-
-# How often waiting containers are checked for age and death, at most.
-_LONGEST_CHECK_INTERVAL = 30.0
 
 
 class ContainerPool:
@@ -62,10 +66,8 @@ class ContainerPool:
         self._size = size
         self._idle_seconds = idle_seconds
         self._reap_grace = reap_grace
-        # Members carry a deadline label this far ahead of their launch.
-        self._lifetime = 2 * idle_seconds + run_timeout + reap_grace
-        # The longest run a member can serve at the end of its idle lifetime.
-        self._longest_run = idle_seconds + run_timeout
+        self._lifetime = pool_member_lifetime(idle_seconds, run_timeout, reap_grace)
+        self._longest_run = longest_pooled_run(idle_seconds, run_timeout)
         self._launch = launch
         self._discard = discard
         self._background = background
@@ -163,11 +165,15 @@ class ContainerPool:
         self._idle.append(member)
 
     def _usable(self, member: LaunchedContainer, time_limit: float) -> bool:
-        return (
-            time.monotonic() - member.launched_at <= self._idle_seconds
-            and time.time() + time_limit + self._reap_grace < member.deadline
-            and connection_is_quiet(member.connection)
+        fits = pooled_member_fits(
+            now=time.time(),
+            waited=time.monotonic() - member.launched_at,
+            idle_seconds=self._idle_seconds,
+            label_deadline=member.deadline,
+            limit=time_limit,
+            reap_grace=self._reap_grace,
         )
+        return fits and connection_is_quiet(member.connection)
 
     def _top_up(self) -> None:
         """Launch as many containers as are missing for the pool and the waiting runs."""
@@ -216,7 +222,7 @@ class ContainerPool:
 
     def _keep(self) -> None:
         """Retire containers that waited too long or ended, well before their deadline label."""
-        interval = min(self._idle_seconds / 4, _LONGEST_CHECK_INTERVAL)
+        interval = pool_check_interval(self._idle_seconds)
         with self._changed:
             while not self._closed:
                 self._changed.wait(interval)

@@ -24,7 +24,8 @@ def reap_orphans(client: docker.DockerClient, *, now: float | None = None) -> li
 
     A container is orphaned when its deadline label has passed (its run is
     surely over, whoever owns it) or when its owner process, on this host, is
-    gone. Containers of live owners within their deadline are left alone.
+    gone (a zombie owner counts as gone). Containers of live owners within their
+    deadline are left alone.
     """
     moment = time.time() if now is None else now
     try:
@@ -75,6 +76,7 @@ def _number(text: str | None) -> float | None:
 
 
 def _process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process; a zombie (dead, not yet reaped) counts as dead."""
     if pid <= 0:
         return False
     try:
@@ -82,5 +84,16 @@ def _process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # alive, owned by another user
-    return True
+        pass  # alive, owned by another user
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False  # no /proc (or it just ended): kill() already said it exists
+    # The state follows the command name, which is in parentheses and may hold any byte.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return bool(fields) and fields[0] in (b"Z", b"X")

@@ -25,7 +25,7 @@ class ExecutionResult(BaseModel):
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     duration: float
-    """Seconds from the program's delivery to its container until the program's end."""
+    """Seconds from the program's start (its supervisor's acknowledgement) until its end."""
     image: str
     run_id: str
     timeout: float

@@ -4,7 +4,7 @@ Docker multiplexes a non-TTY attach stream in frames: an 8-byte header (stream
 kind, three zero bytes, big-endian payload size) followed by the payload. The
 parser here is incremental, so memory stays bounded by the caps however much the
 program prints: bytes past a cap are read and dropped, which keeps the program
-from blocking on a full pipe. The bootstrap's marks are taken off the program's
+from blocking on a full pipe. The supervisor's marks are taken off the program's
 output: its acknowledgement byte (the first byte on stdout) and its exit-status
 trailer at the end of each stream.
 """
@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import select
+import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +23,8 @@ _HEADER_SIZE = 8
 _STDOUT = 1
 _STDERR = 2
 _RECV_SIZE = 64 * 1024
+# A status is a few digits and a newline.
+_STATUS_LIMIT = 8
 
 
 class _Connection(Protocol):
@@ -51,7 +56,7 @@ class CappedBuffer:
 
 @dataclass
 class TrailedStream:
-    """One stream's bytes up to the bootstrap's exit-status trailer, which is kept apart.
+    """One stream's bytes up to the supervisor's exit-status trailer, which is kept apart.
 
     The trailer is ``mark + status + "\\n"``; what could be the start of a mark
     split across chunks is held back until the next chunk tells.
@@ -70,34 +75,44 @@ class TrailedStream:
             self.sink.feed(chunk)
             return
         if self._after_mark is not None:
-            self._after_mark += chunk
-            self._read_status()
+            self._read_status(chunk)
             return
         self._pending += chunk
         index = self._pending.find(self.mark)
         if index < 0:
+            # Only a possible start of the mark is held back: the buffer stays
+            # smaller than mark + chunk, and each byte is searched a bounded number of times.
             cut = len(self._pending) - (len(self.mark) - 1)
             if cut > 0:
                 self.sink.feed(bytes(self._pending[:cut]))
                 del self._pending[:cut]
             return
         self.sink.feed(bytes(self._pending[:index]))
-        self._after_mark = self._pending[index + len(self.mark) :]
+        rest = bytes(self._pending[index + len(self.mark) :])
         self._pending = bytearray()
-        self._read_status()
+        self._after_mark = bytearray()
+        self._read_status(rest)
 
-    def _read_status(self) -> None:
+    def _read_status(self, chunk: bytes | memoryview) -> None:
+        """Take the status digits after the mark; at most :data:`_STATUS_LIMIT` bytes are kept."""
         assert self._after_mark is not None
-        end = self._after_mark.find(b"\n")
+        room = _STATUS_LIMIT - len(self._after_mark)
+        piece = bytes(chunk[:room])
+        end = piece.find(b"\n")
         if end < 0:
+            self._after_mark += piece
+            if len(self._after_mark) >= _STATUS_LIMIT:
+                self._end(None, chunk[room:])  # no status this long: not a trailer of ours
             return
-        text, rest = bytes(self._after_mark[:end]), bytes(self._after_mark[end + 1 :])
+        text = bytes(self._after_mark) + piece[:end]
+        self._end(int(text) if text.isdigit() else None, chunk[end + 1 :])
+
+    def _end(self, status: int | None, rest: bytes | memoryview) -> None:
         self._after_mark = None
         self._ended = True
-        if text.isdigit():
-            self.status = int(text)
+        self.status = status
         if rest:
-            self.sink.feed(rest)  # from processes the program left behind
+            self.sink.feed(rest)  # nothing follows a real trailer; the sink stays capped
 
     def finish(self) -> None:
         """The stream ended: what was held back is output after all."""
@@ -193,14 +208,20 @@ def deliver_and_collect(
     limit: int,
     acknowledgement: bytes,
     trailer_mark: bytes,
+    read_for: float,
+    on_acknowledged: Callable[[], None] = lambda: None,
 ) -> Demultiplexer:
     """Send ``payload`` to the container's stdin, then read both streams until the end.
 
     Blocking; meant for a worker thread. The stream ends when the container's
     last process is gone (or the container is killed or removed), or as soon as
     both trailers report the program's exit status. The connection is closed
-    afterwards.
+    afterwards. Reading stops after ``read_for`` seconds whatever comes (the
+    caller then asks the engine). ``on_acknowledged`` is called once the
+    acknowledgement has come: the program starts then.
     """
+    give_up = time.monotonic() + read_for
+    told = False
     connection = raw_connection(attached)
     if connection is None:
         raise ValueError("the attach connection is already closed")
@@ -211,8 +232,9 @@ def deliver_and_collect(
         trailer_mark=trailer_mark,
     )
     try:
-        # A program may stay silent for longer than the client's request timeout.
-        connection.settimeout(None)
+        # A program may stay silent for longer than the client's request timeout,
+        # but never for longer than the run may last.
+        connection.settimeout(read_for)
         # If the container died before reading its program (killed at the
         # deadline or removed), whatever it printed is still read below.
         with contextlib.suppress(OSError):
@@ -225,8 +247,15 @@ def deliver_and_collect(
             if not chunk:
                 break
             demultiplexer.feed(chunk)
+            if demultiplexer.acknowledged and not told:
+                told = True
+                on_acknowledged()
             if demultiplexer.exit_status is not None:
                 break
+            remaining = give_up - time.monotonic()
+            if remaining <= 0:
+                break
+            connection.settimeout(remaining)
     finally:
         close_connection(attached)
     demultiplexer.finish()
@@ -236,7 +265,7 @@ def deliver_and_collect(
 def connection_is_quiet(attached: Any) -> bool:
     """True while nothing, not even the end of the stream, waits to be read.
 
-    A waiting container's bootstrap prints nothing before it has its program,
+    A waiting container's supervisor prints nothing before it has its program,
     so anything readable means the container has ended (killed, removed, or
     its stdin closed). Connections without a file descriptor count as quiet.
     """
@@ -255,6 +284,19 @@ def connection_is_quiet(attached: Any) -> bool:
         return not poller.poll(0)
     readable, _, _ = select.select([descriptor], [], [], 0)
     return not readable
+
+
+def shutdown_connection(attached: Any) -> None:
+    """End both directions of the connection without closing it.
+
+    Wakes a reader blocked in ``recv`` on another thread (a close does not, and
+    would free the descriptor number while the reader still waits on it).
+    """
+    connection = raw_connection(attached)
+    shutdown = getattr(connection, "shutdown", None)
+    if shutdown is not None:
+        with contextlib.suppress(OSError):
+            shutdown(socket.SHUT_RDWR)
 
 
 def close_connection(attached: Any) -> None:

@@ -1,88 +1,77 @@
-"""Threads for blocking Docker calls: awaitable one-off calls and tracked background work.
+"""Threads for blocking Docker calls that ``asyncio.to_thread`` does not fit.
 
-Docker SDK calls block, and some (attach, wait) block until a program ends, so
-each gets a thread of its own rather than the loop's default executor: calls
-that wait for programs must never starve the calls (kill, remove) that end them.
+Short engine calls (launch, removal, start, close) use ``asyncio.to_thread``.
+Two kinds of work need something else, for measured reasons:
+
+- Reading a program's streams blocks for as long as the program runs. On the
+  loop's default executor (``min(32, cores + 4)`` threads: 6 on a 2-core
+  machine) a seventh concurrent run would queue behind running programs, its
+  deadline starting late, and the caller's own ``to_thread`` work would wait
+  too. :func:`in_dedicated_thread` runs them on an executor of their own.
+- Removals and pool fills must finish whatever happens to the event loop that
+  asked for them (``run_sync`` gives every call a loop of its own and closes it),
+  and ``close()`` must wait for all of them and report their errors:
+  :class:`BackgroundWork` tracks them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
-
-def in_thread(function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
-    """Run a blocking call on a thread of its own and return an awaitable for its result."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
-
-    def deliver(outcome: Callable[[], None]) -> None:
-        if not future.done():
-            outcome()
-
-    def work() -> None:
-        try:
-            result = function(*args)
-        except BaseException as exc:  # handed to the awaiting task
-            error = exc
-            call_soon(loop, deliver, lambda: future.set_exception(error))
-        else:
-            call_soon(loop, deliver, lambda: future.set_result(result))
-
-    threading.Thread(target=work, name="sandcrew-docker", daemon=True).start()
-    return future
+# Each concurrent run holds one; far more than a 2-core machine runs at once.
+_RUN_THREADS = concurrent.futures.ThreadPoolExecutor(
+    max_workers=256, thread_name_prefix="sandcrew-run"
+)
 
 
-def call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
-    """Schedule ``callback`` on ``loop`` from any thread; a closed loop has no listener left."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(callback, *args)
+def in_dedicated_thread(function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+    """Run a call that blocks for a program's lifetime; awaitable, off the default executor."""
+    return asyncio.get_running_loop().run_in_executor(_RUN_THREADS, function, *args)
 
 
 class BackgroundWork:
     """Blocking work (container removals, pool fills) that must finish, whatever the loop does.
 
-    Not bound to an event loop: ``run_sync`` gives every call a loop of its own,
-    and the work outlives it. The threads are non-daemon, so even an
-    interpreter that exits waits for them. :meth:`wait` blocks until all work
-    submitted so far is done and raises the first error nobody saw.
+    Not bound to an event loop. :meth:`wait` blocks until all work submitted so
+    far is done and raises the first error nobody saw.
     """
 
     def __init__(self, name: str) -> None:
-        self._name = name
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=32, thread_name_prefix=name
+        )
         self._lock = threading.Lock()
         self._pending: set[concurrent.futures.Future[None]] = set()
         self._errors: list[BaseException] = []
 
-    def submit(self, work: Callable[[], None]) -> concurrent.futures.Future[None]:
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-        def body() -> None:
-            try:
-                work()
-            except BaseException as exc:
-                with self._lock:
-                    self._errors.append(exc)
-                done.set_exception(exc)
-            else:
-                done.set_result(None)
-            finally:
-                with self._lock:
-                    self._pending.discard(done)
-
+    def submit(self, work: Callable[[], None]) -> None:
+        try:
+            done = self._executor.submit(work)
+        except RuntimeError:  # no new threads at interpreter shutdown: do it here
+            self._run_inline(work)
+            return
         with self._lock:
             self._pending.add(done)
+        done.add_done_callback(self._settle)
+
+    def _run_inline(self, work: Callable[[], None]) -> None:
         try:
-            threading.Thread(target=body, name=self._name).start()
-        except RuntimeError:
-            body()  # no new threads at interpreter shutdown: do it here
-        return done
+            work()
+        except BaseException as exc:
+            with self._lock:
+                self._errors.append(exc)
+
+    def _settle(self, done: concurrent.futures.Future[None]) -> None:
+        with self._lock:
+            self._pending.discard(done)
+            if not done.cancelled() and done.exception() is not None:
+                self._errors.append(done.exception())  # type: ignore[arg-type]
 
     def wait(self) -> None:
         """Wait for every piece of work submitted so far; raise the first unseen error."""

@@ -59,7 +59,10 @@ _registry.register_all(app)
 def main() -> None:
     """Console-script entry point."""
     from sandcrew.cli._errors import run_with_clean_errors
+    from sandcrew.sandbox import treat_sigterm_as_interrupt
 
+    # A SIGTERM removes the running containers, as Ctrl-C does.
+    treat_sigterm_as_interrupt()
     sys.exit(run_with_clean_errors(app))
 
 

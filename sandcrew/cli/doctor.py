@@ -23,6 +23,7 @@ from sandcrew.sandbox import (
     DockerSandbox,
     SandboxConfig,
     connect_docker,
+    describe_seccomp_profile,
     docker_endpoint,
     list_images,
 )
@@ -30,7 +31,21 @@ from sandcrew.settings import DEFAULT, describe_settings, load_crew_settings
 
 # Runs inside a sandbox container and reports what the kernel really enforces.
 SELF_TEST_PROGRAM = r"""
-import json, os, socket
+import ctypes, errno, json, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+
+def refused(call):
+    result = call()
+    return "allowed" if result >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+# io_uring_setup(8, params) is system call 425 on x86-64 and AArch64 alike.
+io_uring = refused(lambda: libc.syscall(425, 8, ctypes.create_string_buffer(120)))
+# PTRACE_TRACEME in a child that exits at once: it succeeds unless seccomp refuses ptrace.
+child = os.fork()
+if child == 0:
+    os._exit(0 if libc.ptrace(0, 0, 0, 0) == 0 else ctypes.get_errno())
+code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+ptrace = "allowed" if code == 0 else errno.errorcode.get(code, "?")
 status = {}
 for line in open("/proc/self/status"):
     key, _, value = line.partition(":")
@@ -54,6 +69,8 @@ print(json.dumps({
     "root_read_only": root_read_only,
     "network_blocked": network_blocked,
     "interfaces": sorted(os.listdir("/sys/class/net")),
+    "io_uring": io_uring,
+    "ptrace": ptrace,
 }))
 """
 
@@ -89,6 +106,16 @@ def security_checks(report: dict[str, Any]) -> list[Check]:
             "network off",
             report.get("network_blocked") is True and report.get("interfaces") == ["lo"],
             f"interfaces {report.get('interfaces')}",
+        ),
+        Check(
+            "io_uring refused",
+            report.get("io_uring") in ("EPERM", "ENOSYS"),
+            f"io_uring_setup: {report.get('io_uring')}",
+        ),
+        Check(
+            "ptrace refused",
+            report.get("ptrace") == "EPERM",
+            f"ptrace(PTRACE_TRACEME): {report.get('ptrace')}",
         ),
     ]
 
@@ -210,14 +237,19 @@ def _model_endpoint(settings: CrewSettings) -> Check:
 
 
 def _self_test() -> list[Check]:
-    result = DockerSandbox(SandboxConfig(timeout=20)).run_sync(SELF_TEST_PROGRAM, "python")
+    config = SandboxConfig(timeout=20)
+    profile = Check("seccomp profile", True, describe_seccomp_profile(config.seccomp_profile))
+    result = DockerSandbox(config).run_sync(SELF_TEST_PROGRAM, "python")
     if not result.ok:
-        return [Check("security self-test", False, result.to_runner_message())]
+        return [profile, Check("security self-test", False, result.to_runner_message())]
     try:
         report = json.loads(result.stdout)
     except json.JSONDecodeError:
-        return [Check("security self-test", False, f"unreadable report: {result.stdout!r}")]
-    return security_checks(report)
+        return [
+            profile,
+            Check("security self-test", False, f"unreadable report: {result.stdout!r}"),
+        ]
+    return [profile, *security_checks(report)]
 
 
 def _show(console: Console, checks: list[Check], *, as_json: bool = False) -> None:

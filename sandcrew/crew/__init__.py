@@ -14,7 +14,7 @@ from sandcrew.crew._review import (
     decide,
     review_code_block,
 )
-from sandcrew.crew._runner import NO_CODE_REPLY, CodeRunner, RunnerAgent
+from sandcrew.crew._runner import NO_CODE_REPLY, RunnerAgent
 from sandcrew.crew._settings import (
     DEFAULT_MODEL,
     CrewMode,
@@ -33,7 +33,6 @@ __all__ = [
     "NO_CODE_REPLY",
     "REVIEWER_PROMPT",
     "CodeFacts",
-    "CodeRunner",
     "CompletionMiddleware",
     "Crew",
     "CrewMode",

@@ -23,7 +23,7 @@ from ._runner import first_leaf
 from ._tasks import CodeTask
 
 if TYPE_CHECKING:
-    from sandcrew.sandbox import DockerSandbox, SandboxConfig
+    from sandcrew.sandbox import Sandbox, SandboxConfig
 
 
 _SAME_FOR_EVERY_CHECK = frozenset({ErrorCode.DOCKER_UNAVAILABLE, ErrorCode.IMAGE_NOT_FOUND})
@@ -95,13 +95,13 @@ class ContainerCheckExecutor:
 
 
 async def _worker(
-    pending: Iterator[tuple[int, CodeCheck]], sandbox: DockerSandbox, on_outcome: CheckCallback
+    pending: Iterator[tuple[int, CodeCheck]], sandbox: Sandbox, on_outcome: CheckCallback
 ) -> None:
     for index, check in pending:
         on_outcome(index, await _checked(check, sandbox))
 
 
-async def _checked(check: CodeCheck, sandbox: DockerSandbox) -> TaskOutcome:
+async def _checked(check: CodeCheck, sandbox: Sandbox) -> TaskOutcome:
     try:
         return await run_code_check(check.task, check.completion, sandbox)
     except ConfigurationError:

@@ -14,7 +14,7 @@ from ._outcomes import TaskOutcome, TaskStatus
 from ._tasks import AnswerTask, CodeTask, ExactAnswer, NumberAnswer, RegexAnswer
 
 if TYPE_CHECKING:
-    from sandcrew.sandbox import DockerSandbox, ExecutionResult
+    from sandcrew.sandbox import ExecutionResult, Sandbox
 
 DETAIL_CHARS = 300
 """Characters of stderr (its tail) kept as a failing task's detail."""
@@ -89,13 +89,13 @@ def check_answer(task: AnswerTask, *candidates: str | None) -> TaskOutcome:
     )
 
 
-async def run_code_check(task: CodeTask, completion: str, sandbox: DockerSandbox) -> TaskOutcome:
+async def run_code_check(task: CodeTask, completion: str, sandbox: Sandbox) -> TaskOutcome:
     """Run the check program of ``task`` with ``completion`` in a fresh container."""
     result = await sandbox.run(check_program(task, completion), "python", timeout=task.timeout)
     return outcome_of_run(result)
 
 
-async def run_answer_program(task: AnswerTask, code: str, sandbox: DockerSandbox) -> TaskOutcome:
+async def run_answer_program(task: AnswerTask, code: str, sandbox: Sandbox) -> TaskOutcome:
     """Run ``code`` in a fresh container; pass when it exits 0 printing the answer."""
     result = await sandbox.run(code, "python", timeout=task.timeout)
     if not result.ok:

@@ -23,7 +23,7 @@ from ._solvers import Solver
 from ._tasks import AnswerTask, CodeTask, Suite
 
 if TYPE_CHECKING:
-    from sandcrew.sandbox import DockerSandbox, SandboxConfig
+    from sandcrew.sandbox import Sandbox, SandboxConfig
 
 ResultCallback = Callable[[TaskResult], None]
 
@@ -139,7 +139,7 @@ async def run_suite(
 
 
 async def evaluate_task(
-    task: AnswerTask | CodeTask, solver: Solver, sandbox: DockerSandbox
+    task: AnswerTask | CodeTask, solver: Solver, sandbox: Sandbox
 ) -> TaskResult:
     """Solve one task and time it; a failure of the harness is that task's ``error``."""
     started = time.monotonic()
@@ -176,7 +176,7 @@ class LocalExecutor:
 
         slots = asyncio.Semaphore(concurrency)
 
-        async def one(task: AnswerTask | CodeTask, sandbox: DockerSandbox) -> None:
+        async def one(task: AnswerTask | CodeTask, sandbox: Sandbox) -> None:
             async with slots:
                 result = await evaluate_task(task, solver, sandbox)
             on_result(result)

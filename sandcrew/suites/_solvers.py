@@ -20,7 +20,7 @@ from ._tasks import AnswerTask, CodeTask
 
 if TYPE_CHECKING:
     from sandcrew.crew import CrewSettings
-    from sandcrew.sandbox import DockerSandbox
+    from sandcrew.sandbox import Sandbox
 
 
 class SolverName(enum.StrEnum):
@@ -40,7 +40,7 @@ class Solver(Protocol):
         """Shown in reports, e.g. ``canonical``."""
         ...
 
-    async def solve(self, task: AnswerTask | CodeTask, sandbox: DockerSandbox) -> TaskOutcome:
+    async def solve(self, task: AnswerTask | CodeTask, sandbox: Sandbox) -> TaskOutcome:
         """Solve ``task`` and check the result, running code in ``sandbox``."""
         ...
 
@@ -50,7 +50,7 @@ class CanonicalSolver:
 
     name = SolverName.CANONICAL.value
 
-    async def solve(self, task: AnswerTask | CodeTask, sandbox: DockerSandbox) -> TaskOutcome:
+    async def solve(self, task: AnswerTask | CodeTask, sandbox: Sandbox) -> TaskOutcome:
         if isinstance(task, CodeTask):
             if task.canonical_solution is None:
                 return _no_solution(task, "canonical_solution")
@@ -98,7 +98,7 @@ class CompletionsSolver:
             raise SuiteError(f"Invalid completions file {path}: {listed}")
         return cls(completions, source=str(path))
 
-    async def solve(self, task: AnswerTask | CodeTask, sandbox: DockerSandbox) -> TaskOutcome:
+    async def solve(self, task: AnswerTask | CodeTask, sandbox: Sandbox) -> TaskOutcome:
         completion = self.completions.get(task.id)
         if completion is None:
             return TaskOutcome(
@@ -123,7 +123,7 @@ class CrewSolver:
     def __init__(self, settings: CrewSettings) -> None:
         self.settings = settings
 
-    async def solve(self, task: AnswerTask | CodeTask, sandbox: DockerSandbox) -> TaskOutcome:
+    async def solve(self, task: AnswerTask | CodeTask, sandbox: Sandbox) -> TaskOutcome:
         # Imported here: the crew pulls in the model client, which the other
         # solvers never need.
         from sandcrew.crew import solve_task

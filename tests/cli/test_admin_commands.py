@@ -32,20 +32,28 @@ def test_doctor_passes_the_security_self_test() -> None:
         "seccomp filter",
         "read-only root",
         "network off",
+        "seccomp profile",
+        "io_uring refused",
+        "ptrace refused",
     ):
         assert check in completed.stdout
     assert "FAIL" not in completed.stdout
     assert "CapEff 0000000000000000" in completed.stdout
+    assert "sandcrew's own allowlist" in completed.stdout
+    assert "io_uring_setup: EPERM" in completed.stdout
+    assert "ptrace(PTRACE_TRACEME): EPERM" in completed.stdout
 
 
 SAFE_REPORT = {
-    "uid": 10001,
+    "uid": 24683,
     "cap_eff": "0000000000000000",
     "no_new_privs": "1",
     "seccomp": "2",
     "root_read_only": True,
     "network_blocked": True,
     "interfaces": ["lo"],
+    "io_uring": "EPERM",
+    "ptrace": "EPERM",
 }
 
 
@@ -63,6 +71,8 @@ def test_doctor_passes_a_fully_protected_report() -> None:
         ({"root_read_only": False}, "read-only root"),
         ({"network_blocked": False}, "network off"),
         ({"interfaces": ["eth0", "lo"]}, "network off"),
+        ({"io_uring": "allowed"}, "io_uring refused"),
+        ({"ptrace": "allowed"}, "ptrace refused"),
     ],
     ids=lambda value: str(value),
 )

@@ -27,7 +27,9 @@ def test_hardened_defaults() -> None:
     assert config.file_size_limit_bytes == 16 * MIB
     assert config.open_files_limit == 256
     assert config.core_dump_limit_bytes == 0
-    assert config.user == "10001:10001"
+    assert config.user is None
+    assert config.uid_range == (20000, 59999)
+    assert config.seccomp_profile == "sandcrew"
     assert config.runtime is None
     assert config.log_driver == "none"
 

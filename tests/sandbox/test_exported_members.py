@@ -12,6 +12,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "BaseSource",
             "ImageBuildError",
             "connect_docker",
+            "describe_seccomp_profile",
             "docker_endpoint",
             "CodeBlock",
             "CodeTooLargeError",
@@ -20,6 +21,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "EmptyCodeError",
             "ExecutionResult",
             "ImageNotFoundError",
+            "Sandbox",
             "SandboxConfig",
             "SandboxError",
             "UnsupportedLanguageError",
@@ -28,6 +30,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "list_images",
             "normalize_language",
             "reap_orphans",
+            "treat_sigterm_as_interrupt",
         ]
     )
     for name in sandcrew.sandbox.__all__:
@@ -47,3 +50,9 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
 def test_supported_languages() -> None:
     assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash")
     assert set(sandcrew.sandbox.DEFAULT_IMAGES) >= set(sandcrew.sandbox.SUPPORTED_LANGUAGES)
+
+
+def test_the_docker_sandbox_implements_the_protocol() -> None:
+    assert isinstance(sandcrew.sandbox.DockerSandbox(), sandcrew.sandbox.Sandbox)
+    members = {"supported_languages", "start", "run", "aclose", "close"}
+    assert members <= set(dir(sandcrew.sandbox.Sandbox))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import docker
 import pytest
 
 from sandcrew.sandbox import DockerSandbox, SandboxConfig
+from sandcrew.sandbox._seccomp import seccomp_profile
 
 from .helpers import our_containers
 
@@ -82,14 +84,14 @@ for path in ('/workspace', '/tmp', '/dev/shm'):
     options = [line.split()[3] for line in open('/proc/self/mounts') if line.split()[1] == path][-1]
     flags = sorted(set(options.split(',')) & {'nosuid', 'nodev', 'noexec', 'rw'})
     print(path, stats.f_blocks * stats.f_frsize, ','.join(flags), os.access(path, os.W_OK))
-print(os.getcwd(), os.stat('/workspace').st_uid)
+print(os.getcwd(), os.stat('/workspace').st_uid == os.getuid())
 """
     result = await sandbox.run(code)
     assert result.stdout.splitlines() == [
         f"/workspace {64 * MIB} nodev,noexec,nosuid,rw True",
         f"/tmp {64 * MIB} nodev,noexec,nosuid,rw True",
         f"/dev/shm {16 * MIB} nodev,noexec,nosuid,rw True",
-        "/workspace 10001",
+        "/workspace True",
     ]
 
 
@@ -218,10 +220,13 @@ async def test_engine_record_matches_the_hardening(
     host = inspection["HostConfig"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]
-    assert host["SecurityOpt"] == ["no-new-privileges:true"]
+    assert sorted(host["CapAdd"]) == ["KILL", "SETGID", "SETPCAP", "SETUID"]
+    assert host["SecurityOpt"][0] == "no-new-privileges:true"
+    assert json.loads(host["SecurityOpt"][1].removeprefix("seccomp=")) == seccomp_profile()
     assert host["Init"] is True
     assert host["Memory"] == host["MemorySwap"] == 256 * MIB
     assert host["Binds"] is None
     assert inspection["Config"]["NetworkDisabled"] is True
-    assert inspection["Config"]["User"] == "10001:10001"
+    # The supervisor starts as root and drops to the run's uid (see test_integrity).
+    assert inspection["Config"]["User"] == "0:0"
     assert inspection["Mounts"] == []

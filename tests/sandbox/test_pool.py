@@ -22,11 +22,11 @@ from sandcrew.sandbox import (
     SandboxConfig,
     reap_orphans,
 )
-from sandcrew.sandbox._bootstrap import ACKNOWLEDGEMENT, program_delivery
 from sandcrew.sandbox._container import Launch, create_options, discard_container
 from sandcrew.sandbox._execution import execute
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox._streams import CappedBuffer, Demultiplexer
+from sandcrew.sandbox._supervisor import ACKNOWLEDGEMENT, program_delivery
 
 from .conftest import IMAGE
 from .helpers import our_containers, python_process
@@ -214,7 +214,7 @@ def test_an_interrupted_close_still_closes_every_pool(
     images = {"python": IMAGE, "bash": str(docker_client.images.get(IMAGE).id)}
     sandbox = DockerSandbox(SandboxConfig(pool_size=1, images=images), docker_client=docker_client)
     sandbox.__enter__()
-    first = sandbox._pools[IMAGE]
+    first = sandbox._supply._pools[IMAGE]
     close_first = first.close
 
     def interrupted() -> None:
@@ -224,7 +224,7 @@ def test_an_interrupted_close_still_closes_every_pool(
     monkeypatch.setattr(first, "close", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sandbox.close()
-    assert list(sandbox._pools.values()) == [first]  # kept, so the next close finishes it
+    assert list(sandbox._supply._pools.values()) == [first]  # kept, so the next close finishes it
     monkeypatch.undo()
     sandbox.close()
     assert our_containers(docker_client) == []
@@ -239,7 +239,7 @@ if os.fork() == 0:
     sys.exit(0)  # a forked worker that ends normally runs the exit hooks it inherited
 os.wait()
 api = sandbox.client.api
-for pool in sandbox._pools.values():
+for pool in sandbox._supply._pools.values():
     for member in pool._idle:
         print(api.inspect_container(member.container_id)["State"]["Running"])
 sandbox.close()
@@ -317,7 +317,9 @@ async def test_pooled_runs_keep_the_hardening(
     )
     status_text = await pooled.run("cat /proc/self/status", "bash")
     status = dict(line.split(":", 1) for line in status_text.stdout.splitlines() if ":" in line)
-    assert status["Uid"].split() == ["10001"] * 4
+    uid = status["Uid"].split()[0]
+    assert 20000 <= int(uid) <= 59999
+    assert status["Uid"].split() == [uid] * 4
     assert status["CapEff"].strip() == "0000000000000000"
     assert status["CapBnd"].strip() == "0000000000000000"
     assert status["NoNewPrivs"].strip() == "1"
@@ -334,10 +336,11 @@ async def test_pooled_runs_keep_the_hardening(
     host = inspection["HostConfig"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]
-    assert host["SecurityOpt"] == ["no-new-privileges:true"]
+    assert host["SecurityOpt"][0] == "no-new-privileges:true"
+    assert host["SecurityOpt"][1].startswith("seccomp=")
     assert host["PidsLimit"] == 64
     assert inspection["Config"]["NetworkDisabled"] is True
-    assert inspection["Config"]["User"] == "10001:10001"
+    assert inspection["Config"]["User"] == "0:0"  # the supervisor's; the program's is above
     assert inspection["Config"]["Env"] is not None
     assert not any(variable.startswith("SANDBOX_") for variable in inspection["Config"]["Env"])
 
@@ -414,8 +417,9 @@ async def test_a_container_that_died_before_its_program_is_told_apart(
         image=config.images["python"],
         run_id="pooltest0dead",
         deadline=time.time() + 60,
+        ids=(23456, 23456),
     )
-    container = Launch(api, options, pooled=True).run()
+    container = Launch(api, options, pooled=True, uid=23456).run()
     try:
         api.kill(container.container_id, signal="SIGKILL")
         api.wait(container.container_id)

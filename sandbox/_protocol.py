@@ -1,0 +1,46 @@
+"""The Sandbox protocol: what front ends (crew, suites, CLI) need from a code sandbox."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ._result import ExecutionResult
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Runs untrusted programs and reports what they did.
+
+    :class:`~sandcrew.sandbox.DockerSandbox` is the implementation; another
+    backend (another runtime, a remote engine, a test double) only has to
+    provide these members. A program's own failures, timeouts and kills are
+    data in the :class:`ExecutionResult`; only misuse and infrastructure
+    failures raise.
+    """
+
+    @property
+    def supported_languages(self) -> tuple[str, ...]:
+        """Normalized names of the languages :meth:`run` accepts."""
+        ...
+
+    async def start(self) -> None:
+        """Prepare to run (connect, warm up); runs call it themselves when needed."""
+        ...
+
+    async def run(
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit
+    ) -> ExecutionResult:
+        """Run ``code`` once, in isolation, within ``timeout`` seconds (the default if ``None``)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release everything the sandbox holds; waits for pending cleanup."""
+        ...
+
+    def close(self) -> None:
+        """Blocking twin of :meth:`aclose`."""
+        ...
