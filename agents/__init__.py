@@ -17,6 +17,7 @@ from ._agent import (
     ToolChoice,
     use,
 )
+from ._endpoint import DEFAULT_MODEL, ModelEndpoint
 from ._function_call import (
     FunctionCallAttempt,
     FunctionCallMiddleware,
@@ -92,6 +93,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "CLEAR_MESSAGES",
     "COMPLETE_SIGNAL",
+    "DEFAULT_MODEL",
     "HUMAN_INPUT_PROMPT",
     "TERMINATE",
     "Agent",
@@ -119,6 +121,7 @@ __all__ = [
     "Message",
     "Middleware",
     "MiddlewareAgent",
+    "ModelEndpoint",
     "ModelReplyError",
     "OpenAIChatAgent",
     "OrchestrationContext",

@@ -1,11 +1,12 @@
 """An agent backed by any OpenAI-compatible Chat Completions endpoint.
 
 Works with OpenAI, Azure, Ollama, vLLM, llama.cpp, LM Studio — anything that speaks
-``/v1/chat/completions`` — through ``base_url``.
+``/v1/chat/completions`` — through its :class:`ModelEndpoint` (``base_url``, key,
+timeout, retries).
 
 Tolerance of real endpoints:
 
-* Retries (``max_retries``, with backoff) cover 429, 5xx, refused connections and connect
+* Retries (the endpoint's ``retries``, with backoff) cover 429, 5xx, refused connections and connect
   timeouts. A request that timed out while the server had it is **not** sent again: a local
   server that answers one request at a time would still be generating it. The error then
   says the endpoint is *slow* (raise the timeout), not *down* (start the server).
@@ -53,6 +54,7 @@ from ..core import (
     UserError,
 )
 from ._agent import BaseAgent, GenerateReplyOptions, ToolChoice
+from ._endpoint import ModelEndpoint
 from ._messages import (
     AggregateMessage,
     Message,
@@ -182,17 +184,20 @@ def _as_text(message: Message) -> str:
 
 
 class OpenAIChatAgent(BaseAgent):
-    """A chat-model agent. ``client`` may be injected; otherwise one is built from
-    ``base_url``/``api_key`` (``None`` falls back to the ``OPENAI_*`` environment variables)
-    with the given ``max_retries`` and ``timeout`` (seconds per request). An injected
-    client's own ``max_retries`` is used; the agent does the retrying itself (see the module
-    doc). ``token_meter`` is shared by the agents that spend one token budget."""
+    """A chat-model agent on ``endpoint`` (its ``model`` unless ``model`` is given).
+
+    ``client`` may be injected (agents of one crew share one); otherwise the endpoint builds
+    it. Without an endpoint the client falls back to the ``OPENAI_*`` environment variables.
+    The client's ``max_retries`` is used, but the agent does the retrying itself (see the
+    module doc). ``token_meter`` is shared by the agents that spend one token budget.
+    """
 
     def __init__(
         self,
         name: str,
         *,
-        model: str,
+        endpoint: ModelEndpoint | None = None,
+        model: str | None = None,
         system_message: str | None = None,
         description: str | None = None,
         temperature: float | None = None,
@@ -200,22 +205,16 @@ class OpenAIChatAgent(BaseAgent):
         stop: Sequence[str] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: ToolChoice | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        max_retries: int = 3,
-        timeout: float = 60.0,
         client: openai.AsyncOpenAI | None = None,
         token_meter: TokenMeter | None = None,
         empty_reply_retries: int = 1,
     ) -> None:
         super().__init__(name, description=description)
+        endpoint = endpoint or ModelEndpoint()
+        model = endpoint.model if model is None else model
         problems: list[str] = []
         if not model:
             problems.append("model must be a non-empty model name")
-        if max_retries < 0:
-            problems.append(f"max_retries must be >= 0 (got {max_retries})")
-        if timeout <= 0:
-            problems.append(f"timeout must be > 0 seconds (got {timeout})")
         if temperature is not None and not 0 <= temperature <= 2:
             problems.append(f"temperature must be between 0 and 2 (got {temperature})")
         if max_tokens is not None and max_tokens < 1:
@@ -233,16 +232,7 @@ class OpenAIChatAgent(BaseAgent):
         self.tool_choice = tool_choice
         self.token_meter = token_meter or TokenMeter()
         self.empty_reply_retries = empty_reply_retries
-        if client is None:
-            try:
-                client = openai.AsyncOpenAI(
-                    base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout
-                )
-            except openai.OpenAIError as error:
-                raise ConfigurationError(
-                    f"OpenAIChatAgent {name!r} has no API key: pass api_key= or set "
-                    "OPENAI_API_KEY (local servers such as Ollama accept any value)"
-                ) from error
+        client = client or endpoint.client()
         self.client = client
         self.max_retries = client.max_retries
         # One HTTP attempt per call: retrying is decided here (see the module doc).

@@ -10,69 +10,71 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sandcrew.cli._docker import sandbox_config_from_options
+from sandcrew.cli import _options as options
+from sandcrew.cli import _output
+from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.errors import UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
 
 _LANGUAGE_BY_SUFFIX = {".py": "python", ".sh": "bash", ".bash": "bash"}
 
-TIMEOUT_EXIT = 124
-"""Exit code for a program killed at its deadline (as coreutils' `timeout`)."""
-OOM_EXIT = 137
-"""Exit code for a program killed for exceeding its memory limit (128 + SIGKILL)."""
-
 
 def exit_code_for(result: ExecutionResult) -> int:
     """The exit code `sandcrew run` ends with: the program's own, or 124/137 when killed."""
     if result.timed_out:
-        return TIMEOUT_EXIT
+        return ExitCode.RUN_TIMED_OUT
     if result.oom_killed:
-        return OOM_EXIT
+        return ExitCode.RUN_OUT_OF_MEMORY
     return result.exit_code
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def run(
-        source: Annotated[str, typer.Argument(help="Program file to run, or - for stdin.")],
-        language: Annotated[
-            str | None,
-            typer.Option("--language", "-l", help="python or bash (default: from the file name)."),
-        ] = None,
-        timeout: Annotated[
-            float | None, typer.Option(help="Wall-clock limit in seconds.", show_default="10")
-        ] = None,
-        memory: Annotated[
-            str | None,
-            typer.Option(help="Memory limit, Docker units (256m, 1g).", show_default="256m"),
-        ] = None,
-        network: Annotated[
-            bool, typer.Option("--network", help="Allow network access (off by default).")
-        ] = False,
-        image: Annotated[
-            str | None, typer.Option(help="Run in this image instead of the default one.")
-        ] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    ) -> None:
-        """Run FILE (or stdin) in a new hardened container and print what it printed.
+def run(
+    source: Annotated[str, typer.Argument(help="Program file to run, or - for stdin.")],
+    language: Annotated[
+        options.Language | None,
+        typer.Option(
+            "--language", "-l", help="The program's language (default: from the file name)."
+        ),
+    ] = None,
+    run_timeout: options.RunTimeoutOrTimeout = None,
+    memory: options.Memory = None,
+    network: Annotated[
+        bool, typer.Option("--network", help="Allow network access (off by default).")
+    ] = False,
+    image: Annotated[
+        str | None, typer.Option(help="Run in this image instead of the default one.")
+    ] = None,
+    config: options.Config = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Run FILE (or stdin) in a new hardened container and print what it printed.
 
-        Exits with the program's exit code: 124 when it timed out, 137 when it was
-        killed for using too much memory.
-        """
-        code, chosen_language = _read_program(source, language)
-        config = sandbox_config_from_options(
-            timeout=timeout, memory=memory, network=network, image=image, language=chosen_language
-        )
-        result = DockerSandbox(config).run_sync(code, chosen_language)
-        if as_json:
-            typer.echo(result.model_dump_json(indent=2))
-        else:
-            _print_result(result)
-        raise typer.Exit(exit_code_for(result))
+    Exit codes (as docker run): the program's own; 124 timed out; 137 killed for using too
+    much memory; 125 sandcrew itself failed (bad option, Docker, image).
+    """
+    settings = options.settings_from_options(
+        config=config,
+        sandbox=options.sandbox_flags(
+            run_timeout=run_timeout,
+            memory=memory,
+            image=image,
+            language=language.value if language else None,
+            network=network,
+        ),
+    )
+    code, chosen_language = _read_program(source, language.value if language else None)
+    result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language)
+    if as_json:
+        _output.print_json(result.model_dump(mode="json"))
+    else:
+        _print_result(result)
+    raise typer.Exit(exit_code_for(result))
 
 
 def _read_program(source: str, language: str | None) -> tuple[str, str]:
     if source == "-":
+        if sys.stdin is None:
+            raise UserError("stdin is closed: give a file, or pipe the program in")
         raw, language = sys.stdin.buffer.read(), language or "python"
     else:
         path = Path(source)

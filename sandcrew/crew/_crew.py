@@ -89,12 +89,7 @@ class Crew:
     ) -> None:
         self.settings = settings
         self._owns_client = client is None
-        self.client = client or openai.AsyncOpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key_value(),
-            max_retries=settings.model_retries,
-            timeout=settings.request_timeout,
-        )
+        self.client = client or settings.endpoint.client()
         # Every model request (speaker selection included) keeps within one token budget.
         self.token_meter = TokenMeter(settings.token_budget)
         self.admin = self._model_agent(
@@ -132,6 +127,7 @@ class Crew:
     ) -> MiddlewareAgent:
         agent = OpenAIChatAgent(
             role,
+            endpoint=self.settings.endpoint,
             model=self.settings.model_for(role),
             system_message=prompt,
             description=description,
@@ -166,6 +162,7 @@ class Crew:
             # agent on the admin's model rather than the admin with its task instructions.
             selector = OpenAIChatAgent(
                 "admin",
+                endpoint=self.settings.endpoint,
                 model=self.settings.model_for("admin"),
                 client=self.client,
                 token_meter=self.token_meter,

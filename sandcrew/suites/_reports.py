@@ -119,7 +119,8 @@ def write_junit(report: SuiteReport, path: Path) -> None:
         "skipped": str(counts.not_run),
         "time": f"{report.duration:.3f}",
     }
-    root = ET.Element("testsuites", attributes)
+    # junit-10.xsd allows no `skipped` on <testsuites>, only on <testsuite>.
+    root = ET.Element("testsuites", {k: v for k, v in attributes.items() if k != "skipped"})
     suite = ET.SubElement(
         root, "testsuite", {**attributes, "timestamp": report.started_at.isoformat()}
     )

@@ -101,7 +101,7 @@ class Persona:
     cause: str | None = None
     modes: tuple[Mode, ...] = ("workflow",)
     settings: dict[str, Any] = field(default_factory=dict)
-    """Crew settings the persona needs (as keys of a sandcrew TOML config file)."""
+    """Crew settings the persona needs (as tables and keys of a sandcrew TOML config file)."""
 
     def script(self, mode: Mode = "workflow") -> list[Turn]:
         """The turns a :class:`~sandcrew.testing.ScriptedModelServer` answers with."""
@@ -428,7 +428,7 @@ PERSONAS.update(
             runs=0,
             stop_reason="error",
             cause="is slow: no answer within 1.0 s",
-            settings={"request_timeout": 1},
+            settings={"endpoint": {"timeout": 1}},
         ),
         _reviewer_says(
             "invalid-review-calls",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,19 @@ CASES = [
 ]
 
 
+def toml_text(settings: dict[str, Any]) -> str:
+    """Top-level keys, then one table per nested mapping (values are JSON-compatible)."""
+    lines = [
+        f"{key} = {json.dumps(value)}"
+        for key, value in settings.items()
+        if not isinstance(value, dict)
+    ]
+    for table, values in settings.items():
+        if isinstance(values, dict):
+            lines += [f"[{table}]", *(f"{key} = {json.dumps(v)}" for key, v in values.items())]
+    return "\n".join(lines) + "\n"
+
+
 @pytest.mark.parametrize(("persona", "mode"), CASES)
 def test_persona_through_the_cli(persona: Persona, mode: Mode, tmp_path: Path) -> None:
     compliant_calls = PERSONAS["compliant"].model_calls(mode)
@@ -34,14 +48,12 @@ def test_persona_through_the_cli(persona: Persona, mode: Mode, tmp_path: Path) -
     if persona.settings:
         # The settings a persona needs (e.g. a short request timeout), as a config file.
         file = tmp_path / "sandcrew.toml"
-        file.write_text(
-            "".join(f"{key} = {json.dumps(value)}\n" for key, value in persona.settings.items())
-        )
+        file.write_text(toml_text(persona.settings))
         config = ["--config", str(file)]
     with Server(persona.script(mode)) as server:
         completed = run_cli(
-            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--mode", mode, "--json",
-            *config,
+            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--model", "scripted",
+            "--mode", mode, "--json", *config,
         )  # fmt: skip
         calls = [request for request in server.requests if request.method == "POST"]
 
@@ -69,7 +81,9 @@ def test_persona_through_the_cli(persona: Persona, mode: Mode, tmp_path: Path) -
 
 def test_an_unrescued_persona_names_its_cause_on_the_terminal() -> None:
     with Server(PERSONAS["never-signals"].script()) as server:
-        completed = run_cli("solve", FIBONACCI_TASK, "--base-url", server.base_url)
+        completed = run_cli(
+            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--model", "scripted"
+        )
 
     assert completed.returncode == 1
     assert "not solved (no_completion_signal)" in completed.stderr

@@ -12,6 +12,7 @@ import pytest
 
 import sandcrew
 import sandcrew.suites
+from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.suites import (
     CanonicalSolver,
@@ -204,7 +205,7 @@ def test_baseline_comparison_finds_regressions_fixes_and_the_rest() -> None:
 
 def test_make_solver_by_name(tmp_path: Path) -> None:
     assert isinstance(make_solver("canonical"), CanonicalSolver)
-    settings = CrewSettings(model="m", base_url="http://127.0.0.1:9/v1")
+    settings = CrewSettings(endpoint=ModelEndpoint(model="m", base_url="http://127.0.0.1:9/v1"))
     crew = make_solver("crew", crew_settings=lambda: settings)
     assert isinstance(crew, CrewSolver)
     assert crew.settings is settings
