@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 from rich.console import Console
@@ -59,10 +59,11 @@ def register(app: typer.Typer) -> None:
         Exits with the program's exit code: 124 when it timed out, 137 when it was
         killed for using too much memory.
         """
-        code, chosen_language = _read_program(source, language)
+        chosen_language = language or _language_of(source)
         config = sandbox_config_from_options(
             timeout=timeout, memory=memory, network=network, image=image, language=chosen_language
         )
+        code = read_program(source, limit=config.max_code_bytes)
         result = DockerSandbox(config).run_sync(code, chosen_language)
         if as_json:
             typer.echo(result.model_dump_json(indent=2))
@@ -71,25 +72,47 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(exit_code_for(result))
 
 
-def _read_program(source: str, language: str | None) -> tuple[str, str]:
+def _language_of(source: str) -> str:
     if source == "-":
-        raw, language = sys.stdin.buffer.read(), language or "python"
+        return "python"
+    return _LANGUAGE_BY_SUFFIX.get(Path(source).suffix.lower(), "python")
+
+
+def read_program(source: str, *, limit: int) -> str:
+    """The program text of ``source`` (a path, or ``-`` for stdin), at most ``limit`` bytes.
+
+    Reads at most ``limit + 1`` bytes, so an endless source (``/dev/zero``, a
+    huge pipe) costs no more memory than the cap before it is refused.
+    """
+    shown = "stdin" if source == "-" else source
+    if source == "-":
+        if sys.stdin is None:
+            raise UserError("stdin is closed; pass a program file instead of -")
+        raw = _read_at_most(sys.stdin.buffer, limit + 1, shown)
     else:
-        path = Path(source)
         try:
-            raw = path.read_bytes()
+            with Path(source).open("rb") as file:
+                raw = _read_at_most(file, limit + 1, shown)
         except FileNotFoundError:
             raise UserError(f"no such file: {source}") from None
         except OSError as error:
             raise UserError(f"cannot read {source}: {error}") from None
-        language = language or _LANGUAGE_BY_SUFFIX.get(path.suffix.lower(), "python")
+    if len(raw) > limit:
+        raise UserError(f"{shown} is larger than the sandbox accepts (at most {limit} bytes)")
     try:
-        return raw.decode("utf-8"), language
+        return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        shown = "stdin" if source == "-" else source
         raise UserError(
             f"{shown} is not UTF-8 text ({error.reason} at byte {error.start})"
         ) from None
+
+
+def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
+    try:
+        # A buffered read(size) returns early only at end of file.
+        return file.read(size)
+    except OSError as error:
+        raise UserError(f"cannot read {shown}: {error}") from None
 
 
 def _print_result(result: ExecutionResult) -> None:
