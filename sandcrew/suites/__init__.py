@@ -10,6 +10,7 @@ XML and compared with a previous one by :func:`compare_with_baseline`. The
 from ._baseline import BaselineComparison, StatusChange, compare_with_baseline
 from ._checks import answer_matches, check_program, numbers_in
 from ._errors import SuiteError
+from ._harness import SealedCheck, seal_check
 from ._loading import (
     HUMANEVAL,
     SuiteInfo,
@@ -58,6 +59,7 @@ __all__ = [
     "NumberAnswer",
     "RayExecutor",
     "RegexAnswer",
+    "SealedCheck",
     "Solver",
     "SolverName",
     "StatusChange",
@@ -85,6 +87,7 @@ __all__ = [
     "numbers_in",
     "read_json_report",
     "run_suite",
+    "seal_check",
     "write_json_report",
     "write_junit",
 ]
