@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sandcrew.cli._docker import sandbox_config_from_options
+from sandcrew.cli._terminal import reset_attributes, write_untrusted
 from sandcrew.errors import UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
 
@@ -116,10 +117,11 @@ def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
 
 
 def _print_result(result: ExecutionResult) -> None:
-    sys.stdout.write(result.stdout)
-    sys.stdout.flush()
+    # The program's output is untrusted: on a terminal its control sequences are shown, not run.
+    write_untrusted(sys.stdout, result.stdout)
     if result.stderr:
-        sys.stderr.write(result.stderr)
+        write_untrusted(sys.stderr, result.stderr)
+    reset_attributes(sys.stderr)
     status = Console(stderr=True, highlight=False)
     notes = []
     if result.stdout_truncated:

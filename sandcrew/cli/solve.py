@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
@@ -18,6 +20,7 @@ from rich.text import Text
 
 from sandcrew.agents import FunctionCallRequiredError, Message, render_message
 from sandcrew.cli._docker import sandbox_overrides
+from sandcrew.cli._terminal import visible_controls, write_untrusted
 from sandcrew.crew import CrewMode, CrewResult, solve_task
 from sandcrew.errors import UserError
 from sandcrew.sandbox import ExecutionResult
@@ -155,8 +158,9 @@ def _role_models(admin: str | None, coder: str | None, reviewer: str | None) -> 
 
 
 def _render(message: Message) -> RenderableType:
+    message = _visible_text(message)
     if isinstance(message.data, ExecutionResult):
-        # Program output is shown verbatim, not as Markdown.
+        # Program output is shown as it is (control characters made visible), not as Markdown.
         style = "green" if message.data.ok else "red"
         return Panel(
             Text(message.content),
@@ -167,16 +171,43 @@ def _render(message: Message) -> RenderableType:
     return render_message(message)
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _visible_text(model: _Model) -> _Model:
+    """``model`` with the control characters of its texts made visible, for the terminal.
+
+    Model replies and program output are untrusted. ``data`` (a run result, a
+    verdict) is left alone: it is not what the panel shows.
+    """
+    updates: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if name == "data":
+            continue
+        if isinstance(value, str):
+            updates[name] = visible_controls(value)
+        elif isinstance(value, list):
+            updates[name] = [
+                _visible_text(item) if isinstance(item, BaseModel) else item for item in value
+            ]
+    return model.model_copy(update=updates)
+
+
 def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None:
+    answer = result.answer or ""
     if result.solved:
         if quiet:
-            typer.echo(result.answer or "")
+            write_untrusted(sys.stdout, answer + "\n")
         else:
-            console.print(f"[bold green]answer:[/] {escape(result.answer or '')}", highlight=False)
+            console.print(
+                f"[bold green]answer:[/] {escape(visible_controls(answer))}", highlight=False
+            )
         return
     err = Console(stderr=True, highlight=False)
     reason = result.stop_reason.value
-    err.print(f"[bold red]not solved[/] ({reason}): {escape(result.stop_detail)}")
+    detail = visible_controls(result.stop_detail)
+    err.print(f"[bold red]not solved[/] ({reason}): {escape(detail)}")
 
 
 class _TranscriptRecorder:

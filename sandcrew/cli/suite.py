@@ -25,6 +25,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from sandcrew.cli._terminal import visible_controls
+
 if TYPE_CHECKING:
     from sandcrew.crew import CrewSettings
     from sandcrew.sandbox import SandboxConfig
@@ -260,7 +262,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
         for result in shown:
             style = _STATUS_STYLES[result.status.value]
             row = [
-                escape(result.task_id),
+                _cell(result.task_id),
                 f"[{style}]{result.status.value}[/]",
                 f"{result.duration:.2f}s",
                 str(result.container_runs),
@@ -269,9 +271,9 @@ def _print_results(console: Console, report: SuiteReport) -> None:
                 row += [
                     _optional(result.rounds),
                     _optional(result.total_tokens),
-                    escape(result.stop_reason or ""),
+                    _cell(result.stop_reason or ""),
                 ]
-            row.append(escape(_last_lines(result.detail)))
+            row.append(_cell(_last_lines(result.detail)))
             table.add_row(*row)
         console.print(table)
     if hidden:
@@ -295,15 +297,15 @@ def _print_comparison(
         for change in comparison.regressions:
             detail = _last_lines(change.detail, lines=1)
             console.print(
-                f"  [red]{escape(change.task_id)}[/]: {change.before} → {change.after}"
-                + (f" ({escape(detail)})" if detail else "")
+                f"  [red]{_cell(change.task_id)}[/]: {change.before} → {change.after}"
+                + (f" ({_cell(detail)})" if detail else "")
             )
     else:
         console.print(f"[green]No regressions[/] since {baseline}.")
     if comparison.fixes:
         console.print(f"[bold green]{len(comparison.fixes)} fixes[/]:")
         for change in comparison.fixes:
-            console.print(f"  [green]{escape(change.task_id)}[/]: {change.before} → {change.after}")
+            console.print(f"  [green]{_cell(change.task_id)}[/]: {change.before} → {change.after}")
     if comparison.still_failing:
         console.print(f"{len(comparison.still_failing)} tasks still do not pass.")
     if comparison.new_tasks:
@@ -327,6 +329,11 @@ def _exit_code(
 
 def _optional(value: int | None) -> str:
     return "" if value is None else str(value)
+
+
+def _cell(text: str) -> str:
+    """Task text for the terminal: markup escaped, control characters made visible."""
+    return escape(visible_controls(text))
 
 
 def _last_lines(text: str, *, lines: int = 3) -> str:
