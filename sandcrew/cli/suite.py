@@ -60,6 +60,7 @@ def register(app: typer.Typer) -> None:
     )
     suite_app.command("run")(run)
     suite_app.command("list")(list_suites)
+    suite_app.command("report")(report_command)
     app.add_typer(suite_app, name="suite")
 
 
@@ -90,6 +91,9 @@ def run(
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write a JSON report here.")] = None,
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Write a self-contained HTML report here.")
+    ] = None,
     baseline: Annotated[
         Path | None,
         typer.Option(help="A previous --report: list regressions and fixes, fail on regressions."),
@@ -136,7 +140,7 @@ def run(
         )
     if executor is ExecutorName.LOCAL and address is not None:
         raise SuiteError("--address only applies to --executor ray")
-    for option, path in (("--report", report), ("--junit", junit)):
+    for option, path in (("--report", report), ("--junit", junit), ("--html", html)):
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
     previous = read_json_report(baseline) if baseline is not None else None
@@ -153,6 +157,13 @@ def run(
     final, interrupted = _run_with_progress(
         selected, chosen_solver, task_executor, concurrency, sandbox_config
     )
+    if isinstance(chosen_solver, CrewSolver):
+        final = final.model_copy(update={"model": chosen_solver.settings.model})
+    comparison = None
+    if previous is not None:
+        from sandcrew.suites import compare_with_baseline
+
+        comparison = compare_with_baseline(final, previous)
     if report is not None:
         from sandcrew.suites import write_json_report
 
@@ -161,14 +172,40 @@ def run(
         from sandcrew.suites import write_junit
 
         write_junit(final, junit)
-    _print_results(console, final)
-    comparison = None
-    if previous is not None:
-        from sandcrew.suites import compare_with_baseline
+    if html is not None:
+        from sandcrew.suites import write_html_report
 
-        comparison = compare_with_baseline(final, previous)
+        write_html_report(final, html, comparison)
+    _print_results(console, final)
+    if comparison is not None:
         _print_comparison(console, comparison, baseline)
     raise typer.Exit(_exit_code(final, comparison, interrupted, allow_failures))
+
+
+def report_command(
+    report: Annotated[Path, typer.Argument(help="A JSON report written by `suite run --report`.")],
+    html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
+    baseline: Annotated[
+        Path | None,
+        typer.Option(help="A previous --report: show regressions and fixes first."),
+    ] = None,
+) -> None:
+    """Render an existing JSON report as a self-contained HTML page."""
+    from sandcrew.suites import (
+        SuiteError,
+        compare_with_baseline,
+        read_json_report,
+        write_html_report,
+    )
+
+    final = read_json_report(report)
+    comparison = None
+    if baseline is not None:
+        comparison = compare_with_baseline(final, read_json_report(baseline))
+    if not html.parent.is_dir():
+        raise SuiteError(f"--html {html}: the folder {html.parent} does not exist")
+    write_html_report(final, html, comparison)
+    Console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")
 
 
 def list_suites() -> None:

@@ -11,6 +11,7 @@ from ._baseline import BaselineComparison, StatusChange, compare_with_baseline
 from ._checks import answer_matches, check_program, numbers_in
 from ._errors import SuiteError
 from ._harness import SealedCheck, seal_check
+from ._html import render_html_report, write_html_report
 from ._loading import (
     HUMANEVAL,
     SuiteInfo,
@@ -86,8 +87,10 @@ __all__ = [
     "make_solver",
     "numbers_in",
     "read_json_report",
+    "render_html_report",
     "run_suite",
     "seal_check",
+    "write_html_report",
     "write_json_report",
     "write_junit",
 ]

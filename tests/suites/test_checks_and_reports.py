@@ -297,8 +297,10 @@ PUBLIC_NAMES = {
     "make_solver",
     "numbers_in",
     "read_json_report",
+    "render_html_report",
     "run_suite",
     "seal_check",
+    "write_html_report",
     "write_json_report",
     "write_junit",
 }
