@@ -8,9 +8,9 @@ import typer
 
 
 def _command_modules() -> list[ModuleType]:
-    from sandcrew.cli import doctor, images, run, sandbox, solve, suite, version
+    from sandcrew.cli import doctor, images, run, sandbox, solve, suite, transcript, version
 
-    return [solve, run, suite, images, sandbox, doctor, version]
+    return [solve, run, suite, transcript, images, sandbox, doctor, version]
 
 
 def register_all(app: typer.Typer) -> None:

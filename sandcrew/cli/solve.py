@@ -84,6 +84,9 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[
             bool, typer.Option("--quiet", "-q", help="Print only the final answer.")
         ] = False,
+        html: Annotated[
+            Path | None, typer.Option(help="Write the chat as a self-contained HTML page.")
+        ] = None,
     ) -> None:
         """Solve TASK with the crew; exit 0 when solved, 1 when not, 2 on a usage error."""
         settings = load_crew_settings(
@@ -102,7 +105,9 @@ def register(app: typer.Typer) -> None:
         settings.api_key_value()  # fail before any work when no model is configured
         console = Console()
         stream_chat = not (quiet or as_json)
-        with _open_transcript(transcript) as recorder:
+        if html is not None and not html.parent.is_dir():
+            raise UserError(f"--html {html}: the folder {html.parent} does not exist")
+        with _open_transcript(transcript, keep=html is not None) as recorder:
 
             async def on_message(message: Message) -> None:
                 recorder.message(message)
@@ -111,6 +116,10 @@ def register(app: typer.Typer) -> None:
 
             result = asyncio.run(solve_task(task, settings, on_message=on_message))
             recorder.result(result)
+        if html is not None:
+            from sandcrew.transcript_page import write_transcript_page
+
+            write_transcript_page(recorder.records, html)
         if as_json:
             typer.echo(json.dumps(result_summary(result), indent=2))
         else:
@@ -213,16 +222,23 @@ def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None
 class _TranscriptRecorder:
     """Appends one JSON object per line: every message, then the final result."""
 
-    def __init__(self, file: IO[str] | None) -> None:
+    def __init__(self, file: IO[str] | None, *, keep: bool = False) -> None:
         self._file = file
+        self._keep = keep
         self._started = time.monotonic()
+        self.records: list[dict[str, Any]] = []
+        """Every record, when asked to keep them (for the HTML page)."""
 
     def _write(self, record: dict[str, Any]) -> None:
-        if self._file is None:
+        if self._file is None and not self._keep:
             return
         record["elapsed"] = round(time.monotonic() - self._started, 4)
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
+        if self._keep:
+            # The page shows what the file holds: the record as its JSON reads back.
+            self.records.append(json.loads(json.dumps(record)))
+        if self._file is not None:
+            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.flush()
 
     def message(self, message: Message) -> None:
         record = {"event": "message", **message.model_dump(mode="json")}
@@ -246,13 +262,13 @@ class _TranscriptRecorder:
 
 
 @contextlib.contextmanager
-def _open_transcript(path: Path | None) -> Iterator[_TranscriptRecorder]:
+def _open_transcript(path: Path | None, *, keep: bool) -> Iterator[_TranscriptRecorder]:
     if path is None:
-        yield _TranscriptRecorder(None)
+        yield _TranscriptRecorder(None, keep=keep)
         return
     try:
         file = path.open("w", encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write the transcript to {path}: {error}") from None
     with file:
-        yield _TranscriptRecorder(file)
+        yield _TranscriptRecorder(file, keep=keep)

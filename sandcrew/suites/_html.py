@@ -2,18 +2,16 @@
 
 The table filters by status and sorts by duration; the page's address can
 carry a view (``report.html#status=fail,timeout&sort=duration``). The page
-needs no network: its style and script are inline, and a Content
-Security Policy allows only that one script (by its hash), so nothing a task
-printed can run even if it slipped through. Task ids, details and every other
-text from the run are untrusted (program output, model text) and are escaped.
+is self-contained (:mod:`sandcrew.html_page`). Task ids, details and every
+other text from the run are untrusted (program output, model text): escaped.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from html import escape
 from pathlib import Path
+
+from sandcrew.html_page import html_page, meta_line
 
 from ._baseline import BaselineComparison, StatusChange
 from ._errors import SuiteError
@@ -24,9 +22,6 @@ CHART_LIMIT = 60
 """The duration chart shows this many of the slowest tasks."""
 
 _STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5rem; color: #1f2328; }
-h1 { font-size: 1.4rem; margin: 0 0 .3rem; } h2 { font-size: 1.1rem; margin-top: 1.6rem; }
-.meta { color: #59636e; } .meta span { margin-right: 1.2rem; }
 .counts { display: flex; gap: .6rem; margin: 1rem 0; flex-wrap: wrap; }
 .count { border: 1px solid #d1d9e0; border-radius: 6px; padding: .4rem .8rem; }
 .count b { font-size: 1.2rem; display: block; }
@@ -35,11 +30,8 @@ th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #d1d9e
   vertical-align: top; }
 th.sortable { cursor: pointer; text-decoration: underline dotted; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.status { font-weight: 600; } .pass { color: #1a7f37; } .fail { color: #cf222e; }
-.error { color: #8250df; } .timeout { color: #9a6700; }
+.status { font-weight: 600; }
 tr.regression { background: #ffebe9; } tr.fix { background: #dafbe1; }
-pre { white-space: pre-wrap; word-break: break-word; margin: .3rem 0; max-height: 30rem;
-  overflow: auto; background: #f6f8fa; padding: .5rem; }
 summary { cursor: pointer; }
 .filters label { margin-right: 1rem; }
 svg text { font: 11px system-ui, sans-serif; fill: #1f2328; }
@@ -85,24 +77,12 @@ applyFilter();
 
 def render_html_report(report: SuiteReport, comparison: BaselineComparison | None = None) -> str:
     """The page for ``report``; with ``comparison``, regressions and fixes come first."""
-    script_hash = base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
-    policy = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'"
     title = f"{report.suite} · solver {report.solver}"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(policy)}">',
-        f"<title>{escape(title)} · sandcrew</title>",
-        f"<style>{_STYLE}</style></head><body>",
-        f"<h1>{escape(title)}</h1>",
-        _meta(report),
-        _counts(report),
-    ]
+    parts = [f"<h1>{escape(title)}</h1>", _meta(report), _counts(report)]
     if comparison is not None:
         parts.append(_changes(comparison))
     parts += [_table(report, comparison), _chart(report.results)]
-    parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
-    return "\n".join(parts)
+    return html_page(f"{title} · sandcrew", "\n".join(parts), style=_STYLE, script=_SCRIPT)
 
 
 def write_html_report(
@@ -126,8 +106,7 @@ def _meta(report: SuiteReport) -> str:
     ]
     if report.interrupted:
         facts.append(("Interrupted", f"{len(report.not_run)} tasks not run"))
-    spans = "".join(f"<span>{escape(name)}: <b>{escape(value)}</b></span>" for name, value in facts)
-    return f'<p class="meta">{spans}</p>'
+    return meta_line(facts)
 
 
 def _counts(report: SuiteReport) -> str:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -13,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandcrew.suites import SuiteReport, TaskResult, TaskStatus, write_json_report
+from tests.browser import dump_dom, screenshot
 from tests.process import run_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftover_containers")]
@@ -100,30 +99,10 @@ class _Dom(HTMLParser):
         return [row["data-task"] for row in self.rows if "hidden" not in row]
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    found = shutil.which("chromium")
-    if found is None:
-        pytest.fail("Chromium is missing: `apt-get install chromium` (Debian's package)")
-    return found
-
-
-def open_page(chromium: str, page: Path, tmp_path: Path, view: str = "") -> _Dom:
-    """Load ``page`` (``#view``) in headless Chromium; parse the DOM after its script ran."""
-    url = page.resolve().as_uri() + (f"#{view}" if view else "")
-    dumped = subprocess.run(
-        [chromium, *_HEADLESS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+def open_page(page: Path, tmp_path: Path, view: str = "") -> _Dom:
     dom = _Dom()
-    dom.feed(dumped.stdout)
+    dom.feed(dump_dom(page, tmp_path / "profile", view))
     return dom
-
-
-_HEADLESS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--mute-audio")
 
 
 def _baseline(path: Path) -> Path:
@@ -148,7 +127,7 @@ def _baseline(path: Path) -> Path:
     return path
 
 
-def test_suite_page_in_chromium(chromium: str, tmp_path: Path, write_file: WriteFile) -> None:
+def test_suite_page_in_chromium(tmp_path: Path, write_file: WriteFile) -> None:
     suite = write_file("hostile.yaml", SUITE)
     completions = write_file(
         "completions.jsonl",
@@ -162,7 +141,7 @@ def test_suite_page_in_chromium(chromium: str, tmp_path: Path, write_file: Write
     )  # fmt: skip
     assert completed.returncode == 1, completed.stderr  # one regression
 
-    dom = open_page(chromium, page, tmp_path)
+    dom = open_page(page, tmp_path)
     assert dom.counts == {
         "total": "4",
         "pass": "3",
@@ -181,21 +160,16 @@ def test_suite_page_in_chromium(chromium: str, tmp_path: Path, write_file: Write
     assert dom.title == "hostile · solver completions · sandcrew"
     assert any(HOSTILE in text for text in dom.text)
 
-    failing = open_page(chromium, page, tmp_path, "status=fail")
+    failing = open_page(page, tmp_path, "status=fail")
     assert failing.visible_tasks() == ["hostile"]
-    by_duration = open_page(chromium, page, tmp_path, "sort=duration")
+    by_duration = open_page(page, tmp_path, "sort=duration")
     assert by_duration.visible_tasks()[0] == "slow"
 
-    screenshot = tmp_path / "report.png"
-    subprocess.run(
-        [chromium, *_HEADLESS, f"--user-data-dir={tmp_path / 'profile'}",
-         f"--screenshot={screenshot}", "--window-size=1280,1600", page.resolve().as_uri()],
-        capture_output=True, timeout=120, check=True,
-    )  # fmt: skip
-    assert screenshot.read_bytes().startswith(b"\x89PNG")
+    png = screenshot(page, tmp_path / "profile", tmp_path / "report.png")
+    assert png.startswith(b"\x89PNG")
 
     # The same page from the saved JSON report.
     again = tmp_path / "again.html"
     rendered = run_cli("suite", "report", str(report), "--html", str(again))
     assert rendered.returncode == 0, rendered.stderr
-    assert open_page(chromium, again, tmp_path).counts["fail"] == "1"
+    assert open_page(again, tmp_path).counts["fail"] == "1"
