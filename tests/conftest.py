@@ -1,11 +1,21 @@
-"""Project-wide test settings: hermetic environment, no real model ever reached."""
+"""Project-wide test settings: hermetic environment, no real model ever reached, and the
+Docker fixtures (a test marked ``docker`` gets the real engine and a leftover check)."""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import docker
+import docker.errors
 import pytest
+
+from sandcrew.sandbox import DockerUnavailableError
+from sandcrew.sandbox._docker_client import connect
+from tests.sandbox.helpers import SANDBOX_IMAGE, our_containers
 
 # Variables that would point the product at a real model or change its defaults.
 _PRODUCT_VARIABLE_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "SANDCREW_")
@@ -28,3 +38,46 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, empty_config_file: Path) -> N
     monkeypatch.setenv("SANDCREW_CONFIG", str(empty_config_file))
     # A test that forgets to point at the scripted server must fail, not reach a model.
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+
+
+@pytest.fixture(scope="session")
+def _docker_engine() -> Iterator[docker.DockerClient]:
+    """The real engine with the sandbox image; unreachable or imageless FAILS, never skips."""
+    try:
+        client = connect()
+    except DockerUnavailableError as exc:
+        pytest.fail(f"Docker tests need a reachable engine: {exc}")
+    try:
+        client.images.get(SANDBOX_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(
+            f"The sandbox image {SANDBOX_IMAGE} is missing; build it with `sandcrew images build`"
+        )
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def docker_client(request: pytest.FixtureRequest, _docker_engine: docker.DockerClient) -> Any:
+    """The Docker client, for tests marked ``docker`` only (so leftovers are checked)."""
+    if request.node.get_closest_marker("docker") is None:
+        pytest.fail("a test that uses Docker must be marked @pytest.mark.docker")
+    return _docker_engine
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test marked ``docker`` leaves no sandbox container of this process behind."""
+    if request.node.get_closest_marker("docker") is None:
+        yield
+        return
+    client: docker.DockerClient = request.getfixturevalue("_docker_engine")
+    yield
+    leftovers = our_containers(client)
+    if leftovers:
+        # Removal is awaited by every run; give a failing test's cleanup a moment anyway.
+        time.sleep(0.5)
+        leftovers = our_containers(client)
+    for container_id in leftovers:
+        client.api.remove_container(container_id, force=True)
+    assert leftovers == [], f"sandbox containers left behind: {leftovers}"

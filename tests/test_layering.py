@@ -21,23 +21,26 @@ ALLOWED = {
 }
 
 
-def _sandcrew_imports(path: Path, package: str) -> set[str]:
-    """The sandcrew packages a module imports, resolved to their top-level folder."""
+def _absolute_sandcrew_imports(path: Path) -> set[str]:
+    """The sandcrew packages a module imports by their absolute name."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                continue  # inside the same package
-            if node.level == 2:
-                found.add((node.module or "").split(".")[0])
-            elif node.module and node.module.startswith("sandcrew"):
-                parts = node.module.split(".")
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "sandcrew":
                 found.add(parts[1] if len(parts) > 1 else "sandcrew")
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("sandcrew"):
-                    parts = alias.name.split(".")
-                    found.add(parts[1] if len(parts) > 1 else "sandcrew")
+    return found
+
+
+def _sandcrew_imports(path: Path, package: str) -> set[str]:
+    """The other sandcrew packages a module imports, absolutely or as ``..neighbour``."""
+    found = _absolute_sandcrew_imports(path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 2:
+            found.add((node.module or "").split(".")[0])
     found.discard(package)
     return found
 
@@ -57,6 +60,6 @@ def test_library_folder_imports_its_own_modules_relatively(package: str) -> None
     absolute = [
         str(path.relative_to(REPOSITORY))
         for path in sorted((REPOSITORY / package).glob("*.py"))
-        if f"from sandcrew.{package}" in path.read_text(encoding="utf-8")
+        if package in _absolute_sandcrew_imports(path)
     ]
     assert absolute == []

@@ -201,10 +201,11 @@ async def test_required_call_with_several_functions_escalates_to_required(
         Turn(content="hmm"), Turn(tool_calls=[{"name": "add", "arguments": {"a": 1, "b": 1}}])
     )
     agent = model_agent("a").use(FunctionCallMiddleware([add, review_code_block], required=True))
-    reply = await agent.generate_reply(TASK, GenerateReplyOptions(tool_choice="required"))
+    reply = await agent.generate_reply(TASK)
     assert reply.content == "2"
+    # The caller asked for nothing: the middleware itself escalates after the first miss.
     assert [r.body["tool_choice"] for r in scripted_model_server.requests] == [
-        "required",
+        "auto",
         "required",
     ]
     assert scripted_model_server.requests[1].messages[-1]["content"] == (

@@ -253,12 +253,14 @@ async def test_no_progress_guard_stops_the_same_reply_to_the_same_message() -> N
     assert result.detail == "b sent the same reply 3 times to the same message: 'again'"
     assert result.rounds == 6
 
-    c = ScriptedAgent("c", ["same", "same", "same"])
-    d = ScriptedAgent("d", ["d", "d"])
+    # The same exchange with the guard off runs until the rounds are used up.
+    c = ScriptedAgent("a", ["same"] * 8)
+    d = ScriptedAgent("b", ["again"] * 8)
     unguarded = await GroupChat([c, d], no_progress_repeats=None).call(
-        [said("d", "go")], max_round=5
+        [said("b", "go")], max_round=8
     )
     assert unguarded.stop_reason is StopReason.MAX_ROUNDS
+    assert unguarded.rounds == 8
 
 
 async def test_no_progress_counts_repeats_that_are_not_in_a_row() -> None:

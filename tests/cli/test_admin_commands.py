@@ -19,6 +19,7 @@ IMAGE = DEFAULT_IMAGES["python"]
 NO_MODEL = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
 
 
+@pytest.mark.docker
 def test_doctor_passes_the_security_self_test() -> None:
     completed = run_cli("doctor", env=NO_MODEL)
 
@@ -37,19 +38,42 @@ def test_doctor_passes_the_security_self_test() -> None:
     assert "CapEff 0000000000000000" in completed.stdout
 
 
-def test_doctor_fails_loudly_when_a_protection_is_missing() -> None:
-    weak = {
-        "uid": 0,
-        "cap_eff": "00000000a80425fb",
-        "no_new_privs": "0",
-        "seccomp": "0",
-        "root_read_only": False,
-        "network_blocked": False,
-        "interfaces": ["eth0", "lo"],
-    }
-    assert [check.ok for check in security_checks(weak)] == [False] * 6
+SAFE_REPORT = {
+    "uid": 10001,
+    "cap_eff": "0000000000000000",
+    "no_new_privs": "1",
+    "seccomp": "2",
+    "root_read_only": True,
+    "network_blocked": True,
+    "interfaces": ["lo"],
+}
 
 
+def test_doctor_passes_a_fully_protected_report() -> None:
+    assert all(check.ok for check in security_checks(SAFE_REPORT))
+
+
+@pytest.mark.parametrize(
+    ("weakened", "failing"),
+    [
+        ({"uid": 0}, "non-root user"),
+        ({"cap_eff": "00000000a80425fb"}, "no capabilities"),
+        ({"no_new_privs": "0"}, "no new privileges"),
+        ({"seccomp": "0"}, "seccomp filter"),
+        ({"root_read_only": False}, "read-only root"),
+        ({"network_blocked": False}, "network off"),
+        ({"interfaces": ["eth0", "lo"]}, "network off"),
+    ],
+    ids=lambda value: str(value),
+)
+def test_doctor_fails_exactly_the_protection_that_is_missing(
+    weakened: dict[str, object], failing: str
+) -> None:
+    checks = security_checks({**SAFE_REPORT, **weakened})
+    assert [check.name for check in checks if not check.ok] == [failing]
+
+
+@pytest.mark.docker
 def test_doctor_without_docker_exits_1_and_says_why() -> None:
     completed = run_cli(
         "doctor", env={**NO_MODEL, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -60,6 +84,7 @@ def test_doctor_without_docker_exits_1_and_says_why() -> None:
     assert "FAIL" in completed.stdout
 
 
+@pytest.mark.docker
 def test_images_list_shows_the_built_image() -> None:
     completed = run_cli("images", "list")
 
@@ -68,6 +93,7 @@ def test_images_list_shows_the_built_image() -> None:
     assert "built" in completed.stdout
 
 
+@pytest.mark.docker
 def test_images_build_reuses_the_offline_base(docker_client: docker.DockerClient) -> None:
     # The debootstrap base exists after `sandcrew images build` on this machine; building
     # again must reuse it (no second debootstrap) and produce a working image.
@@ -107,6 +133,7 @@ def test_debian_mirror_comes_from_apt(tmp_path: Path, name: str, text: str, expe
     assert configured_debian_mirror(tmp_path) == expected
 
 
+@pytest.mark.docker
 def test_sandbox_gc_removes_orphans(docker_client: docker.DockerClient) -> None:
     now = int(time.time())
     orphan = docker_client.containers.create(
@@ -132,6 +159,7 @@ def test_sandbox_gc_removes_orphans(docker_client: docker.DockerClient) -> None:
             orphan.remove(force=True)
 
 
+@pytest.mark.docker
 def test_doctor_checks_the_model_endpoint() -> None:
     wide = {"COLUMNS": "250"}
     with ScriptedModelServer() as server:
@@ -150,6 +178,7 @@ def test_doctor_checks_the_model_endpoint() -> None:
     assert "warn" in unknown.stdout
 
 
+@pytest.mark.docker
 def test_doctor_reports_an_unreachable_model_endpoint() -> None:
     completed = run_cli("doctor", "--no-self-test", "--base-url", "http://127.0.0.1:9/v1")
 

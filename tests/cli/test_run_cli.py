@@ -10,6 +10,9 @@ import pytest
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 
+# `sandcrew run` starts real containers (and run_cli checks the engine for leftovers).
+pytestmark = pytest.mark.docker
+
 
 @pytest.fixture
 def program(tmp_path: Path) -> Path:

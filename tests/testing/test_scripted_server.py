@@ -95,9 +95,15 @@ def test_streaming_text_tool_calls_and_usage_chunk() -> None:
 
 
 def test_streaming_without_usage_has_no_usage_chunk() -> None:
-    with ScriptedModelServer([Turn(content="hi")]) as server:
+    with ScriptedModelServer([Turn(content="hi there")]) as server:
         chunks = list(ask(client_for(server), stream=True))
+    # The stream carries the answer and its finish reason ...
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "hi there"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    # ... and, without include_usage, no usage-only chunk and no usage anywhere.
     assert all(c.choices for c in chunks)
+    assert all(c.usage is None for c in chunks)
 
 
 def test_turns_are_matched_by_agent_system_contains_and_predicate() -> None:
@@ -207,9 +213,16 @@ def test_content_type_without_raw_body_is_refused() -> None:
 
 
 def test_refusal_and_finish_reason() -> None:
-    with ScriptedModelServer([Turn(refusal="I can't", finish_reason="stop")]) as server:
-        completion = ask(client_for(server))
-    assert completion.choices[0].message.refusal == "I can't"
+    turns = [
+        Turn(refusal="I can't", finish_reason="stop"),
+        Turn(content="cut", finish_reason="content_filter"),
+    ]
+    with ScriptedModelServer(turns) as server:
+        refused = ask(client_for(server))
+        filtered = ask(client_for(server))
+    assert refused.choices[0].message.refusal == "I can't"
+    assert refused.choices[0].finish_reason == "stop"
+    assert filtered.choices[0].finish_reason == "content_filter"
 
 
 def test_models_listing_and_unknown_paths() -> None:
