@@ -5,6 +5,8 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
 from sandcrew.testing import ScriptedModelServer
 from tests.browser import dump_dom, screenshot
 from tests.crew.conftest import admin_final_turn, coder_turn, review_turn, run_cli
@@ -60,6 +62,7 @@ def _open(page: Path, tmp_path: Path) -> _Chat:
     return chat
 
 
+@pytest.mark.docker
 def test_solve_html_and_transcript_page_in_chromium(tmp_path: Path) -> None:
     page, transcript = tmp_path / "chat.html", tmp_path / "chat.jsonl"
     with ScriptedModelServer() as server:
