@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from sandcrew.cli._terminal import visible_controls
 from sandcrew.errors import SandcrewError
 
 USAGE_ERROR_EXIT = 2
@@ -20,6 +21,8 @@ def run_with_clean_errors(app: typer.Typer) -> int:
     try:
         app()
     except SandcrewError as error:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+        # A message may quote a model's or a program's text: shown, never obeyed.
+        message = escape(visible_controls(str(error)))
+        Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
         return USAGE_ERROR_EXIT
     return 0

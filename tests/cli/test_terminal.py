@@ -176,3 +176,12 @@ def test_suite_table_shows_controls_and_the_report_keeps_them(tmp_path: Path) ->
     assert "1 tasks: 0 passed, 1 failed" in plain(screen)
     detail = json.loads(report.read_text())["results"][0]["detail"]
     assert f"ValueError: {message}" in detail
+
+
+@pytest.mark.docker
+def test_an_error_quoting_hostile_text_shows_its_controls() -> None:
+    returncode, screen = run_cli_in_terminal("run", "missing\x1b]0;pwned title\x07\x1b[2J.py")
+
+    assert returncode == 2
+    assert_nothing_obeyed(screen, shown=("^[]0;pwned title^G", "^[[2J"))
+    assert "error: no such file: missing^[]0;pwned title^G^[[2J.py" in plain(screen)
