@@ -12,18 +12,18 @@ from rich.markup import escape
 from sandcrew.errors import UserError
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def transcript(
-        source: Annotated[
-            Path, typer.Argument(help="A JSON-lines transcript from `solve --transcript`.")
-        ],
-        html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
-    ) -> None:
-        """Render a solve transcript as a self-contained HTML page."""
-        from sandcrew.transcript_page import read_transcript, write_transcript_page
+def transcript(
+    source: Annotated[Path, typer.Argument(help="A transcript from `solve --transcript`.")],
+    html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
+) -> None:
+    """Render a solve transcript as a self-contained HTML page."""
+    from sandcrew.transcript_page import read_transcript, write_transcript_page
 
-        if not html.parent.is_dir():
-            raise UserError(f"--html {html}: the folder {html.parent} does not exist")
-        write_transcript_page(read_transcript(source), html)
-        Console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")
+    if not html.parent.is_dir():
+        raise UserError(f"--html {html}: the folder {html.parent} does not exist")
+    write_transcript_page(read_transcript(source), html)
+    Console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(transcript)
