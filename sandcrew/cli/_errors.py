@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import typer
 
 from sandcrew.cli._exit_codes import ExitCode, exit_code_for_error
+from sandcrew.cli._terminal import visible_controls
 from sandcrew.errors import InfrastructureError, SandcrewError, UserError
 
 ERROR_FORMAT = 1
@@ -78,7 +79,8 @@ def report_error(error: BaseException, *, command: str | None, as_json: bool) ->
             ensure_ascii=False,
         )
     else:
-        line = f"error: {message}"
+        # A message may quote a model's or a program's text: shown, never obeyed.
+        line = f"error: {visible_controls(message)}"
     _write_stderr(line + "\n")
     if isinstance(error, OSError | _OutputError):
         # Python flushes stdout once more at exit; make that one quiet.

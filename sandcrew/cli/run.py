@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 from rich.console import Console
@@ -13,6 +13,7 @@ from rich.markup import escape
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.cli._terminal import reset_attributes, write_untrusted
 from sandcrew.errors import UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
 
@@ -62,7 +63,8 @@ def run(
             network=network,
         ),
     )
-    code, chosen_language = _read_program(source, language.value if language else None)
+    chosen_language = language.value if language else _language_of(source)
+    code = read_program(source, limit=settings.sandbox.max_code_bytes)
     result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language)
     if as_json:
         _output.print_json(result.model_dump(mode="json"))
@@ -71,34 +73,55 @@ def run(
     raise typer.Exit(exit_code_for(result))
 
 
-def _read_program(source: str, language: str | None) -> tuple[str, str]:
+def _language_of(source: str) -> str:
+    if source == "-":
+        return "python"
+    return _LANGUAGE_BY_SUFFIX.get(Path(source).suffix.lower(), "python")
+
+
+def read_program(source: str, *, limit: int) -> str:
+    """The program text of ``source`` (a path, or ``-`` for stdin), at most ``limit`` bytes.
+
+    Reads at most ``limit + 1`` bytes, so an endless source (``/dev/zero``, a
+    huge pipe) costs no more memory than the cap before it is refused.
+    """
+    shown = "stdin" if source == "-" else source
     if source == "-":
         if sys.stdin is None:
             raise UserError("stdin is closed: give a file, or pipe the program in")
-        raw, language = sys.stdin.buffer.read(), language or "python"
+        raw = _read_at_most(sys.stdin.buffer, limit + 1, shown)
     else:
-        path = Path(source)
         try:
-            raw = path.read_bytes()
+            with Path(source).open("rb") as file:
+                raw = _read_at_most(file, limit + 1, shown)
         except FileNotFoundError:
             raise UserError(f"no such file: {source}") from None
         except OSError as error:
             raise UserError(f"cannot read {source}: {error}") from None
-        language = language or _LANGUAGE_BY_SUFFIX.get(path.suffix.lower(), "python")
+    if len(raw) > limit:
+        raise UserError(f"{shown} is larger than the sandbox accepts (at most {limit} bytes)")
     try:
-        return raw.decode("utf-8"), language
+        return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        shown = "stdin" if source == "-" else source
         raise UserError(
             f"{shown} is not UTF-8 text ({error.reason} at byte {error.start})"
         ) from None
 
 
+def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
+    try:
+        # A buffered read(size) returns early only at end of file.
+        return file.read(size)
+    except OSError as error:
+        raise UserError(f"cannot read {shown}: {error}") from None
+
+
 def _print_result(result: ExecutionResult) -> None:
-    sys.stdout.write(result.stdout)
-    sys.stdout.flush()
+    # The program's output is untrusted: on a terminal its control sequences are shown, not run.
+    write_untrusted(sys.stdout, result.stdout)
     if result.stderr:
-        sys.stderr.write(result.stderr)
+        write_untrusted(sys.stderr, result.stderr)
+    reset_attributes(sys.stderr)
     status = Console(stderr=True, highlight=False)
     notes = []
     if result.stdout_truncated:

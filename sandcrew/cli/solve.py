@@ -6,12 +6,14 @@ import asyncio
 import contextlib
 import datetime
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
@@ -23,6 +25,7 @@ from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._preflight import check_before_solving
+from sandcrew.cli._terminal import visible_controls, write_untrusted
 from sandcrew.crew import CrewResult, CrewSettings, solve_task
 from sandcrew.errors import InfrastructureError, UserError
 from sandcrew.sandbox import ExecutionResult
@@ -62,6 +65,10 @@ def solve(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print only the final answer.")
     ] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(help="Write the chat as a self-contained HTML page.", metavar="FILE"),
+    ] = None,
 ) -> None:
     """Solve TASK with the crew.
 
@@ -83,10 +90,12 @@ def solve(
         time_budget=time_budget,
         sandbox=options.sandbox_flags(run_timeout=run_timeout, memory=memory, image=image),
     )
+    if html is not None and not html.parent.is_dir():
+        raise UserError(f"--html {html}: the folder {html.parent} does not exist")
     check_before_solving(settings)
     console = _output.console()
     stream_chat = not (quiet or as_json)
-    with _open_transcript(transcript) as recorder:
+    with _open_transcript(transcript, keep=html is not None) as recorder:
         recorder.header(task, settings)
 
         async def on_message(message: Message) -> None:
@@ -102,6 +111,10 @@ def solve(
                 typer.echo(json.dumps(summary, indent=2))
             raise typer.Exit(ExitCode.INTERRUPTED) from None
         recorder.result(result)
+    if html is not None:
+        from sandcrew.transcript_page import write_transcript_page
+
+        write_transcript_page(recorder.records, html)
     if as_json:
         typer.echo(json.dumps(result_summary(result), indent=2))
     else:
@@ -159,8 +172,9 @@ def _run_summary(run: ExecutionResult) -> dict[str, Any]:
 
 
 def _render(message: Message) -> RenderableType:
+    message = _visible_text(message)
     if isinstance(message.data, ExecutionResult):
-        # Program output is shown verbatim, not as Markdown.
+        # Program output is shown as it is (control characters made visible), not as Markdown.
         style = "green" if message.data.ok else "red"
         return Panel(
             Text(message.content),
@@ -171,24 +185,54 @@ def _render(message: Message) -> RenderableType:
     return render_message(message)
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _visible_text(model: _Model) -> _Model:
+    """``model`` with the control characters of its texts made visible, for the terminal.
+
+    Model replies and program output are untrusted. ``data`` (a run result, a
+    verdict) is left alone: it is not what the panel shows.
+    """
+    updates: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if name == "data":
+            continue
+        if isinstance(value, str):
+            updates[name] = visible_controls(value)
+        elif isinstance(value, list):
+            updates[name] = [
+                _visible_text(item) if isinstance(item, BaseModel) else item for item in value
+            ]
+    return model.model_copy(update=updates)
+
+
 def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None:
+    answer = result.answer or ""
     if result.solved:
         if quiet:
-            typer.echo(result.answer or "")
+            write_untrusted(sys.stdout, answer + "\n")
         else:
-            console.print(f"[bold green]answer:[/] {escape(result.answer or '')}", highlight=False)
+            console.print(
+                f"[bold green]answer:[/] {escape(visible_controls(answer))}", highlight=False
+            )
         return
     err = _output.console(stderr=True)
     reason = result.stop_reason.value
-    err.print(f"[bold red]not solved[/] ({reason}): {escape(result.stop_detail)}")
+    detail = visible_controls(result.stop_detail)
+    err.print(f"[bold red]not solved[/] ({reason}): {escape(detail)}")
 
 
 class _TranscriptRecorder:
     """Appends one JSON object per line: every message, then the final result."""
 
-    def __init__(self, file: IO[str] | None) -> None:
+    def __init__(self, file: IO[str] | None, *, keep: bool = False) -> None:
         self._file = file
+        self._keep = keep
         self._started = time.monotonic()
+        self.records: list[dict[str, Any]] = []
+        """Every record, when asked to keep them (for the HTML page)."""
         self._runs: list[ExecutionResult] = []
         self._rounds = 0
 
@@ -210,11 +254,15 @@ class _TranscriptRecorder:
         )
 
     def _write(self, record: dict[str, Any]) -> None:
-        if self._file is None:
+        if self._file is None and not self._keep:
             return
         record["elapsed"] = round(time.monotonic() - self._started, 4)
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
+        if self._keep:
+            # The page shows what the file holds: the record as its JSON reads back.
+            self.records.append(json.loads(json.dumps(record)))
+        if self._file is not None:
+            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.flush()
 
     def message(self, message: Message) -> None:
         record = {"event": "message", **message.model_dump(mode="json")}
@@ -259,13 +307,13 @@ class _TranscriptRecorder:
 
 
 @contextlib.contextmanager
-def _open_transcript(path: Path | None) -> Iterator[_TranscriptRecorder]:
+def _open_transcript(path: Path | None, *, keep: bool) -> Iterator[_TranscriptRecorder]:
     if path is None:
-        yield _TranscriptRecorder(None)
+        yield _TranscriptRecorder(None, keep=keep)
         return
     try:
         file = path.open("w", encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write the transcript to {path}: {error}") from None
     with file:
-        yield _TranscriptRecorder(file)
+        yield _TranscriptRecorder(file, keep=keep)

@@ -32,6 +32,7 @@ from rich.table import Table
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output, suite_evaluate
 from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.cli._terminal import visible_controls
 from sandcrew.suites import SolverName
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ def run(
     run_timeout: options.RunTimeoutOrTimeout = None,
     report: Annotated[Path | None, typer.Option(help="Write a JSON report here.")] = None,
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Write a self-contained HTML report here.")
+    ] = None,
     baseline: Annotated[
         Path | None,
         typer.Option(help="A previous --report: list regressions and fixes, fail on regressions."),
@@ -128,7 +132,7 @@ def run(
         )
     if executor is ExecutorName.LOCAL and address is not None:
         raise SuiteError("--address only applies to --executor ray")
-    for option, path in (("--report", report), ("--junit", junit)):
+    for option, path in (("--report", report), ("--junit", junit), ("--html", html)):
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
     previous = read_json_report(baseline) if baseline is not None else None
@@ -149,6 +153,13 @@ def run(
     final, interrupted = _run_with_progress(
         selected, chosen_solver, task_executor, concurrency, sandbox_config
     )
+    if solver is SolverName.CREW:
+        final = final.model_copy(update={"model": settings.endpoint.model})
+    comparison = None
+    if previous is not None:
+        from sandcrew.suites import compare_with_baseline
+
+        comparison = compare_with_baseline(final, previous)
     if report is not None:
         from sandcrew.suites import write_json_report
 
@@ -157,14 +168,41 @@ def run(
         from sandcrew.suites import write_junit
 
         write_junit(final, junit)
-    _print_results(console, final)
-    comparison = None
-    if previous is not None:
-        from sandcrew.suites import compare_with_baseline
+    if html is not None:
+        from sandcrew.suites import write_html_report
 
-        comparison = compare_with_baseline(final, previous)
+        write_html_report(final, html, comparison)
+    _print_results(console, final)
+    if comparison is not None:
         _print_comparison(console, comparison, baseline)
     raise typer.Exit(_exit_code(final, comparison, interrupted, allow_failures))
+
+
+@suite_app.command("report")
+def report_command(
+    report: Annotated[Path, typer.Argument(help="A JSON report written by `suite run --report`.")],
+    html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
+    baseline: Annotated[
+        Path | None,
+        typer.Option(help="A previous --report: show regressions and fixes first."),
+    ] = None,
+) -> None:
+    """Render an existing JSON report as a self-contained HTML page."""
+    from sandcrew.suites import (
+        SuiteError,
+        compare_with_baseline,
+        read_json_report,
+        write_html_report,
+    )
+
+    final = read_json_report(report)
+    comparison = None
+    if baseline is not None:
+        comparison = compare_with_baseline(final, read_json_report(baseline))
+    if not html.parent.is_dir():
+        raise SuiteError(f"--html {html}: the folder {html.parent} does not exist")
+    write_html_report(final, html, comparison)
+    _output.console(stderr=True).print(f"wrote {escape(str(html))}")
 
 
 @suite_app.command("list")
@@ -292,7 +330,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
         for result in shown:
             style = _STATUS_STYLES[result.status.value]
             row = [
-                escape(result.task_id),
+                _cell(result.task_id),
                 f"[{style}]{result.status.value}[/]",
                 f"{result.duration:.2f}s",
                 str(result.container_runs),
@@ -301,9 +339,9 @@ def _print_results(console: Console, report: SuiteReport) -> None:
                 row += [
                     _optional(result.rounds),
                     _optional(result.total_tokens),
-                    escape(result.stop_reason or ""),
+                    _cell(result.stop_reason or ""),
                 ]
-            row.append(escape(_last_lines(result.detail)))
+            row.append(_cell(_last_lines(result.detail)))
             table.add_row(*row)
         console.print(table)
     if hidden:
@@ -327,15 +365,15 @@ def _print_comparison(
         for change in comparison.regressions:
             detail = _last_lines(change.detail, lines=1)
             console.print(
-                f"  [red]{escape(change.task_id)}[/]: {change.before} → {change.after}"
-                + (f" ({escape(detail)})" if detail else "")
+                f"  [red]{_cell(change.task_id)}[/]: {change.before} → {change.after}"
+                + (f" ({_cell(detail)})" if detail else "")
             )
     else:
         console.print(f"[green]No regressions[/] since {baseline}.")
     if comparison.fixes:
         console.print(f"[bold green]{len(comparison.fixes)} fixes[/]:")
         for change in comparison.fixes:
-            console.print(f"  [green]{escape(change.task_id)}[/]: {change.before} → {change.after}")
+            console.print(f"  [green]{_cell(change.task_id)}[/]: {change.before} → {change.after}")
     if comparison.still_failing:
         console.print(f"{len(comparison.still_failing)} tasks still do not pass.")
     if comparison.new_tasks:
@@ -359,6 +397,11 @@ def _exit_code(
 
 def _optional(value: int | None) -> str:
     return "" if value is None else str(value)
+
+
+def _cell(text: str) -> str:
+    """Task text for the terminal: markup escaped, control characters made visible."""
+    return escape(visible_controls(text))
 
 
 def _last_lines(text: str, *, lines: int = 3) -> str:

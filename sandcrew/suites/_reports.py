@@ -61,6 +61,10 @@ class SuiteReport(BaseModel):
     """Ids of tasks that did not finish because the run was interrupted."""
     results: tuple[TaskResult, ...]
     """Finished tasks, in suite order."""
+    model: str | None = None
+    """The model the crew solver used (``None`` for the other solvers)."""
+    sandcrew_version: str | None = None
+    """The sandcrew that ran the suite."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
