@@ -64,7 +64,7 @@ for format in $FORMATS; do
             name="${mode//+/-}-$run"
             set +e
             "$SANDCREW" solve "$TASK" --base-url "http://127.0.0.1:$PORT/v1" --model "$MODEL" \
-                --mode "$mode" --max-rounds "$ROUNDS" --max-tokens "$BUDGET" \
+                --mode "$mode" --max-rounds "$ROUNDS" --token-budget "$BUDGET" \
                 --request-timeout "$REQUEST_TIMEOUT" --json --transcript "$dir/$name.jsonl" \
                 >"$dir/$name.json" 2>"$dir/$name.err"
             echo $? >"$dir/$name.rc"

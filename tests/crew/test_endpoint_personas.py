@@ -112,7 +112,7 @@ def test_review_calls_that_cannot_be_repaired_stop_with_the_cause(tmp_path: Path
 def test_every_request_carries_max_tokens_within_the_budget(tmp_path: Path) -> None:
     budget = 5000
     with ScriptedModelServer(PERSONAS["no-usage"].script()) as server:
-        completed, summary, _ = solve(server, tmp_path, "--max-tokens", str(budget))
+        completed, summary, _ = solve(server, tmp_path, "--token-budget", str(budget))
 
     assert completed.returncode == 0, completed.stderr
     caps = [request.body["max_tokens"] for request in server.requests]
@@ -126,7 +126,7 @@ def test_a_spent_budget_stops_before_the_next_request(tmp_path: Path) -> None:
     # The coder's reply alone costs more than the budget: nothing else is asked.
     server = ScriptedModelServer(PERSONAS["no-usage"].script(), require_all_used=False)
     with server:
-        completed, summary, _ = solve(server, tmp_path, "--max-tokens", "60")
+        completed, summary, _ = solve(server, tmp_path, "--token-budget", "60")
 
     assert completed.returncode == 1
     assert summary["stop_reason"] == "token_budget"
