@@ -84,8 +84,9 @@ class Persona:
     ``selections`` are the speaker-selection replies in admin mode (one per request).
     ``rescued``: the crew must solve the task with at most ``extra_calls`` model calls over
     the compliant persona and ``runs`` container runs; otherwise it must stop with a stop
-    reason ``stop_reason`` whose detail contains ``cause``. ``modes`` lists the modes the
-    habit matters in.
+    reason ``stop_reason`` whose detail contains ``cause``, and ``sandcrew solve`` must exit
+    with ``exit_code`` (1: not solved; 3: the endpoint failed). ``modes`` lists the modes
+    the habit matters in.
     """
 
     name: str
@@ -99,6 +100,7 @@ class Persona:
     runs: int = 1
     stop_reason: str = "terminated"
     cause: str | None = None
+    exit_code: int = 1
     modes: tuple[Mode, ...] = ("workflow",)
     settings: dict[str, Any] = field(default_factory=dict)
     """Crew settings the persona needs (as tables and keys of a sandcrew TOML config file)."""
@@ -428,6 +430,7 @@ PERSONAS.update(
             runs=0,
             stop_reason="error",
             cause="is slow: no answer within 1.0 s",
+            exit_code=3,
             settings={"endpoint": {"timeout": 1}},
         ),
         _reviewer_says(

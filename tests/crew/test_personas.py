@@ -70,7 +70,7 @@ def test_persona_through_the_cli(persona: Persona, mode: Mode, tmp_path: Path) -
         assert len(summary["runs"]) == persona.runs == 1
         assert summary["runs"][0]["stdout"].strip() == FIBONACCI_ANSWER
     else:
-        assert completed.returncode == 1
+        assert completed.returncode == persona.exit_code
         assert summary["solved"] is False
         assert summary["stop_reason"] == persona.stop_reason
         assert persona.cause is not None
