@@ -26,12 +26,14 @@ from rich.progress import (
 from rich.table import Table
 
 from sandcrew.cli import suite_evaluate
+from sandcrew.cli.suite_evaluate import IsolationName
 
 if TYPE_CHECKING:
     from sandcrew.crew import CrewSettings
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
         BaselineComparison,
+        Isolation,
         Solver,
         Suite,
         SuiteReport,
@@ -105,6 +107,13 @@ def run(
         str | None,
         typer.Option(help="Ray cluster address for --executor ray (default: start a local Ray)."),
     ] = None,
+    isolation: Annotated[
+        IsolationName,
+        typer.Option(
+            help="task: a new container per check; batch: one container for many checks, "
+            "each as its own uid in its own directory (see the README's security section).",
+        ),
+    ] = IsolationName.TASK,
     model: Annotated[str | None, typer.Option(help="Model for --solver crew.")] = None,
     base_url: Annotated[
         str | None, typer.Option(help="OpenAI-compatible endpoint for --solver crew.")
@@ -137,6 +146,8 @@ def run(
         )
     if executor is ExecutorName.LOCAL and address is not None:
         raise SuiteError("--address only applies to --executor ray")
+    if executor is ExecutorName.RAY and isolation is not IsolationName.TASK:
+        raise SuiteError("--isolation batch only applies to --executor local")
     for option, path in (("--report", report), ("--junit", junit)):
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
@@ -148,7 +159,7 @@ def run(
         sandbox_config = SandboxConfig.model_validate(
             {**sandbox_config.model_dump(), "timeout": timeout}
         )
-    task_executor = _make_executor(executor, address)
+    task_executor = _make_executor(executor, address, isolation.value)
 
     console = Console()
     final, interrupted = _run_with_progress(
@@ -187,12 +198,12 @@ def list_suites() -> None:
     Console().print(table)
 
 
-def _make_executor(name: ExecutorName, address: str | None) -> TaskExecutor:
+def _make_executor(name: ExecutorName, address: str | None, isolation: Isolation) -> TaskExecutor:
     from sandcrew.suites import LocalExecutor, RayExecutor
 
     if name is ExecutorName.RAY:
         return RayExecutor(address=address)
-    return LocalExecutor()
+    return LocalExecutor(isolation)
 
 
 def _run_with_progress(
