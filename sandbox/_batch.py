@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import struct
 import threading
@@ -174,26 +175,37 @@ class BatchSandbox:
     :class:`DockerSandbox` run); the next runs get a new batch container.
     """
 
-    def __init__(self, config: SandboxConfig | None = None, *, slots: int = 1) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        slots: int = 1,
+        docker_client: docker.DockerClient | None = None,
+    ) -> None:
         if slots < 1:
             raise ValueError(f"slots must be at least 1 (got {slots})")
         self.config = config if config is not None else SandboxConfig()
         self.slots = slots
-        self._client: docker.DockerClient | None = None
+        self._client: docker.DockerClient | None = docker_client
+        self._owns_client = docker_client is None
+        self._started = False
         self._container: _BatchContainer | None = None
         self._launching = asyncio.Lock()
         self._room = asyncio.Semaphore(slots)
         self._retired: list[_BatchContainer] = []
-        self._alone = DockerSandbox(self.config)
+        self._alone = DockerSandbox(self.config, docker_client=docker_client)
 
     @property
     def supported_languages(self) -> tuple[str, ...]:
         return tuple(language for language in SUPPORTED_LANGUAGES if language in self.config.images)
 
     async def start(self) -> None:
-        if self._client is None:
-            self._client = await asyncio.to_thread(connect, timeout=self.config.docker_timeout)
+        """Connect to Docker and remove orphaned containers, once."""
+        if not self._started:
+            if self._client is None:
+                self._client = await asyncio.to_thread(connect, timeout=self.config.docker_timeout)
             await asyncio.to_thread(reap_orphans, self._client)
+            self._started = True
 
     async def _current(self, image: str) -> _BatchContainer:
         async with self._launching:
@@ -226,7 +238,8 @@ class BatchSandbox:
             update={
                 "memory_bytes": config.memory_bytes * slots,
                 "pids_limit": config.pids_limit * slots + 8,
-                "cpus": config.cpus * slots,
+                # The engine refuses more CPUs than the machine has.
+                "cpus": min(config.cpus * slots, float(os.cpu_count() or 1)),
                 "workdir_tmpfs_bytes": config.workdir_tmpfs_bytes * slots,
             }
         )
@@ -348,12 +361,13 @@ class BatchSandbox:
         """Remove every container of the batch and close the connection."""
         containers = [*self._retired, *([self._container] if self._container else [])]
         self._container, self._retired = None, []
+        self._started = False
         try:
             for container in containers:
                 container.end()
             self._alone.close()
         finally:
-            if self._client is not None:
+            if self._client is not None and self._owns_client:
                 self._client.close()
                 self._client = None
 
