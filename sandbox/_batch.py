@@ -47,6 +47,9 @@ BATCH_LIFETIME_SECONDS = 3600.0
 UIDS_PER_CONTAINER = 4096
 """Programs one batch container runs (each gets a uid never used before in it)."""
 
+QUEUED_PER_SLOT = 2
+"""Programs handed to the container per slot: one running, one waiting for the slot."""
+
 _ANSWER_SLACK = 10.0  # seconds past limit + watchdog grace before the container is given up
 
 
@@ -191,7 +194,9 @@ class BatchSandbox:
         self._started = False
         self._container: _BatchContainer | None = None
         self._launching = asyncio.Lock()
-        self._room = asyncio.Semaphore(slots)
+        # Twice the slots in flight: the supervisor starts a queued program the
+        # moment a slot frees, without waiting for a round trip to this host.
+        self._room = asyncio.Semaphore(QUEUED_PER_SLOT * slots)
         self._retired: list[_BatchContainer] = []
         self._alone = DockerSandbox(self.config, docker_client=docker_client)
 
@@ -259,6 +264,7 @@ class BatchSandbox:
             UIDS_PER_CONTAINER,
             processes=config.pids_limit,
             address_space=config.memory_bytes,
+            slots=slots,
         )
         options["environment"] = {}
         options["working_dir"] = "/"
@@ -322,7 +328,9 @@ class BatchSandbox:
             started = time.monotonic()
             try:
                 await asyncio.to_thread(container.send, header + program)
-                async with asyncio.timeout(limit + WATCHDOG_GRACE + _ANSWER_SLACK):
+                # A queued program may first wait for one run of the longest limit.
+                waits = limit + max(limit, self.config.timeout) + WATCHDOG_GRACE + _ANSWER_SLACK
+                async with asyncio.timeout(waits):
                     frame = await future
             except TimeoutError:
                 container.fail("its supervisor did not answer in time")

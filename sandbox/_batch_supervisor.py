@@ -46,14 +46,15 @@ def _runner_table() -> dict[str, tuple[str, tuple[str, ...], dict[str, str]]]:
     }
 
 
-# Run as `python3 -I -S -c BATCH_SUPERVISOR <workdir> <first_uid> <uid_count> <nproc> <as_bytes>`.
+# Run as `python3 -I -S -c BATCH_SUPERVISOR <workdir> <first_uid> <uid_count> <nproc> <as_bytes>
+# <slots>`.
 BATCH_SUPERVISOR = f"""
 import ctypes, os, secrets, selectors, signal, socket, sys, time, resource
 RUNNERS = {_runner_table()!r}
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
 workdir = sys.argv[1]
-first_uid, uid_count, nproc, address_space = (int(value) for value in sys.argv[2:6])
+first_uid, uid_count, nproc, address_space, slots = (int(value) for value in sys.argv[2:7])
 os.chmod(workdir, 0o1733)
 for shared in ("/tmp", "/dev/shm"):
     try:
@@ -282,6 +283,7 @@ nonce = None
 incoming = b""
 tasks = {{}}
 starting = []
+queued = []
 next_uid = 0
 host_open = True
 
@@ -323,7 +325,7 @@ def finish(task, code):
     )
 
 def take_requests():
-    global incoming, nonce, next_uid
+    global incoming, nonce
     while True:
         if nonce is None:
             if b"\\n" not in incoming:
@@ -343,32 +345,42 @@ def take_requests():
             refusal = b"sandcrew: cannot run this program here\\n"
             frame(identifier, 125, False, b"", refusal, False, False)
             continue
-        task = Task()
-        task.id = identifier
-        task.output_limit = int(output_limit)
-        task.uid = first_uid + next_uid
-        next_uid += 1
-        task.timed_out = False
-        task.done = False
-        task.limit = int(limit_ms) / 1000
-        task.ends_at = float("inf")
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        request = (str(task.uid) + " " + language).encode()
-        socket.send_fds(channel, [request], [theirs.fileno(), out_write, err_write])
-        theirs.close()
-        os.close(out_write)
-        os.close(err_write)
-        ours.sendall(program)
-        ours.close()
-        task.out, task.err = out_read, err_read
-        task.buffers = {{out_read: bytearray(), err_read: bytearray()}}
-        task.cut = {{out_read: False, err_read: False}}
-        for descriptor in (out_read, err_read):
-            os.set_blocking(descriptor, False)
-            selector.register(descriptor, selectors.EVENT_READ, task)
-        starting.append(task)
+        queued.append((identifier, language, program, limit_ms, output_limit))
+
+def launch_queued():
+    # At most `slots` programs run at once; the host keeps a few more queued
+    # here so that no slot waits for a round trip to the host.
+    while queued and len(tasks) + len(starting) < slots:
+        launch(*queued.pop(0))
+
+def launch(identifier, language, program, limit_ms, output_limit):
+    global next_uid
+    task = Task()
+    task.id = identifier
+    task.output_limit = int(output_limit)
+    task.uid = first_uid + next_uid
+    next_uid += 1
+    task.timed_out = False
+    task.done = False
+    task.limit = int(limit_ms) / 1000
+    task.ends_at = float("inf")
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    request = (str(task.uid) + " " + language).encode()
+    socket.send_fds(channel, [request], [theirs.fileno(), out_write, err_write])
+    theirs.close()
+    os.close(out_write)
+    os.close(err_write)
+    ours.sendall(program)
+    ours.close()
+    task.out, task.err = out_read, err_read
+    task.buffers = {{out_read: bytearray(), err_read: bytearray()}}
+    task.cut = {{out_read: False, err_read: False}}
+    for descriptor in (out_read, err_read):
+        os.set_blocking(descriptor, False)
+        selector.register(descriptor, selectors.EVENT_READ, task)
+    starting.append(task)
 
 def from_zygote():
     message = channel.recv(256)
@@ -384,8 +396,9 @@ def from_zygote():
         task = tasks.pop(int(words[1]), None)
         if task is not None:
             finish(task, int(words[2]))
+            launch_queued()
 
-while host_open or tasks or starting:
+while host_open or tasks or starting or queued:
     now = time.monotonic()
     wait = min([task.ends_at - now for task in tasks.values()] + [1.0])
     for key, events in selector.select(max(0.0, wait)):
@@ -399,6 +412,7 @@ while host_open or tasks or starting:
                 continue
             incoming += chunk
             take_requests()
+            launch_queued()
         elif key.data == "zygote":
             from_zygote()
         else:
@@ -423,7 +437,13 @@ while host_open or tasks or starting:
 
 
 def batch_supervisor_command(
-    workdir: str, first_uid: int, uid_count: int, *, processes: int, address_space: int
+    workdir: str,
+    first_uid: int,
+    uid_count: int,
+    *,
+    processes: int,
+    address_space: int,
+    slots: int,
 ) -> list[str]:
     """The container command of a batch: workdir, the tasks' uid range, per-task limits."""
     return [
@@ -437,4 +457,5 @@ def batch_supervisor_command(
         str(uid_count),
         str(processes),
         str(address_space),
+        str(slots),
     ]

@@ -71,8 +71,11 @@ async def test_each_task_has_its_own_uid_directory_and_empty_start(batch: BatchS
     assert first.exit_code == second.exit_code == 0
     uid_a, dir_a, tmp_a, listing_a = first.stdout.split(" ", 3)
     uid_b, dir_b, _, _ = second.stdout.split(" ", 3)
-    assert uid_a != uid_b and int(uid_a) > 0 and int(uid_b) > 0
-    assert dir_a != dir_b and tmp_a == dir_a
+    assert uid_a != uid_b
+    assert int(uid_a) > 0
+    assert int(uid_b) > 0
+    assert dir_a != dir_b
+    assert tmp_a == dir_a
     assert listing_a.strip() == "['main.py']"
     assert first.run_id == second.run_id  # one container served both
 
@@ -213,7 +216,8 @@ async def test_a_lost_container_fails_no_run_and_the_batch_goes_on(
     docker_client.api.kill(f"sandcrew-{first.run_id}")
     survived = await running
     # Run again alone, in a container of its own.
-    assert survived.exit_code == 0 and survived.stdout == "survived\n"
+    assert survived.exit_code == 0
+    assert survived.stdout == "survived\n"
     assert survived.run_id != first.run_id
     after = await batch.run("print('after')")
     assert after.stdout == "after\n"
