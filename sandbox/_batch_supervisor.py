@@ -109,7 +109,7 @@ def become_the_task(uid, language, program_socket, out_write, err_write):
         os.execvpe(interpreter[0], [*interpreter, path], dict(os.environ))
     # Python runs in this already started interpreter, as `python3 main.py` would
     # (site-packages, sys.path, __main__), without paying for a new interpreter.
-    import io, runpy, site, traceback
+    import site
     site.main()
     sys.dont_write_bytecode = True
     sys.argv = [path]
@@ -146,6 +146,8 @@ def become_the_task(uid, language, program_socket, out_write, err_write):
 def zygote(channel):
     # Forks the tasks. Forked before the supervisor read anything, it holds no
     # task's program or output; it reports each task's pid and exit status.
+    global io, runpy, traceback
+    import io, runpy, traceback  # what every Python task needs, imported once
     woken_read, woken_write = os.pipe()
     os.set_blocking(woken_write, False)
     signal.signal(signal.SIGCHLD, lambda number, frame: None)
