@@ -3,8 +3,8 @@
 The check itself is :func:`~sandcrew.suites.check_program` run in a sandbox and
 judged by the rules of ``_checks``; an executor only decides where and how many
 at once. :class:`ContainerCheckExecutor` gives each check its own throwaway,
-hardened container. An executor that runs a batch of checks in one container
-implements the same :class:`CheckExecutor` protocol and plugs in unchanged.
+hardened container; :class:`BatchCheckExecutor` runs them all in one, each as its
+own uid in its own directory (:func:`check_executor` picks one by isolation name).
 """
 
 from __future__ import annotations
