@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
+from typing import Any
 
+import pytest
+from typer.testing import CliRunner
+
+from sandcrew.cli import app
 from sandcrew.sandbox import SandboxConfig
 from sandcrew.suites import (
     BatchCheckExecutor,
@@ -15,6 +21,7 @@ from sandcrew.suites import (
     TaskStatus,
     check_executor,
     load_suite,
+    read_json_report,
     run_suite,
 )
 
@@ -72,3 +79,37 @@ async def test_cheating_completions_do_not_pass_and_do_not_touch_the_others() ->
 def test_isolation_names_choose_the_executor() -> None:
     assert check_executor("batch").name == "batch container"
     assert check_executor("task").name == "container per check"
+
+
+def _suite_cli(*args: str) -> Any:
+    return CliRunner().invoke(app, ["suite", *args], env={"COLUMNS": "200"})
+
+
+def test_suite_run_batch_on_wrong_completions_matches_task_verdicts(tmp_path: Path) -> None:
+    suite = load_suite("humaneval").filtered(["HumanEval/1?"])
+    lines = []
+    for task in suite.tasks:
+        completion = task.canonical_solution or ""
+        if task.id == "HumanEval/12":
+            completion = "    return None\n"
+        elif task.id == "HumanEval/15":
+            completion = "    raise ValueError('not today')\n"
+        elif task.id == "HumanEval/17":
+            completion = "    while True:\n        pass\n"
+        lines.append(json.dumps({"task_id": task.id, "completion": completion}))
+    completions = tmp_path / "samples.jsonl"
+    completions.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report_path = tmp_path / "batch.json"
+    result = _suite_cli(
+        "run", "humaneval", "--solver", "completions", "--completions", str(completions),
+        "--filter", "HumanEval/1?", "--timeout", "3", "--isolation", "batch",
+        "--report", str(report_path), "--allow-failures",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = read_json_report(report_path)
+    statuses = {r.task_id: r.status for r in report.results}
+    assert statuses.pop("HumanEval/12") is TaskStatus.FAIL
+    assert statuses.pop("HumanEval/15") is TaskStatus.FAIL
+    assert statuses.pop("HumanEval/17") is TaskStatus.TIMEOUT
+    assert set(statuses.values()) == {TaskStatus.PASS}
+    assert report.executor == "local, batch container"
