@@ -14,8 +14,14 @@ from sandcrew.crew._review import (
     decide,
     review_code_block,
 )
-from sandcrew.crew._runner import NO_CODE_REPLY, CodeRunner, RunnerAgent
-from sandcrew.crew._settings import DEFAULT_MODEL, CrewMode, CrewSettings, ModelRole
+from sandcrew.crew._runner import NO_CODE_REPLY, RunnerAgent
+from sandcrew.crew._settings import (
+    DEFAULT_MODEL,
+    CrewMode,
+    CrewSettings,
+    InvalidSettings,
+    ModelRole,
+)
 from sandcrew.crew._workflow import crew_workflow
 
 __all__ = [
@@ -27,12 +33,12 @@ __all__ = [
     "NO_CODE_REPLY",
     "REVIEWER_PROMPT",
     "CodeFacts",
-    "CodeRunner",
     "CompletionMiddleware",
     "Crew",
     "CrewMode",
     "CrewResult",
     "CrewSettings",
+    "InvalidSettings",
     "ModelRole",
     "ReviewClaims",
     "ReviewVerdict",
