@@ -326,14 +326,16 @@ class BatchSandbox:
             ).encode()
             future = container.submit(identifier, header, program)
             started = time.monotonic()
+            # A queued program may first wait for one run of the longest limit.
+            waits = limit + max(limit, self.config.timeout) + WATCHDOG_GRACE + _ANSWER_SLACK
             try:
-                await asyncio.to_thread(container.send, header + program)
-                # A queued program may first wait for one run of the longest limit.
-                waits = limit + max(limit, self.config.timeout) + WATCHDOG_GRACE + _ANSWER_SLACK
                 async with asyncio.timeout(waits):
+                    await asyncio.to_thread(container.send, header + program)
                     frame = await future
             except TimeoutError:
                 container.fail("its supervisor did not answer in time")
+                # Unblocks a send stuck on a supervisor that stopped reading.
+                shutdown_connection(container.launched.connection)
                 raise BatchContainerLost("its supervisor did not answer in time") from None
             except BatchContainerLost:
                 container.fail("the container ended")
