@@ -1,5 +1,6 @@
 """Code extraction and throwaway, hardened Docker containers for untrusted code."""
 
+from ._batch import BatchContainerLost, BatchSandbox
 from ._config import SandboxConfig
 from ._docker_client import connect as connect_docker
 from ._docker_client import resolve_endpoint as docker_endpoint
@@ -25,6 +26,8 @@ __all__ = [
     "DEFAULT_IMAGES",
     "SUPPORTED_LANGUAGES",
     "BaseSource",
+    "BatchContainerLost",
+    "BatchSandbox",
     "CodeBlock",
     "CodeTooLargeError",
     "DockerSandbox",

@@ -33,12 +33,14 @@ from sandcrew.cli import _options as options
 from sandcrew.cli import _output, suite_evaluate
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._terminal import visible_controls
+from sandcrew.cli.suite_evaluate import IsolationName
 from sandcrew.suites import SolverName
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
         BaselineComparison,
+        Isolation,
         Solver,
         Suite,
         SuiteReport,
@@ -109,6 +111,13 @@ def run(
         str | None,
         typer.Option(help="Ray cluster address for --executor ray (default: start a local Ray)."),
     ] = None,
+    isolation: Annotated[
+        IsolationName,
+        typer.Option(
+            help="task: a new container per check; batch: one container for many checks, "
+            "each as its own uid in its own directory (see the README's security section).",
+        ),
+    ] = IsolationName.TASK,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
     config: options.Config = None,
@@ -132,6 +141,8 @@ def run(
         )
     if executor is ExecutorName.LOCAL and address is not None:
         raise SuiteError("--address only applies to --executor ray")
+    if executor is ExecutorName.RAY and isolation is not IsolationName.TASK:
+        raise SuiteError("--isolation batch only applies to --executor local")
     for option, path in (("--report", report), ("--junit", junit), ("--html", html)):
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
@@ -147,7 +158,7 @@ def run(
     else:
         check_sandbox_image(settings.sandbox, "python")
     sandbox_config = settings.sandbox
-    task_executor = _make_executor(executor, address)
+    task_executor = _make_executor(executor, address, isolation.value)
 
     console = _output.console()
     final, interrupted = _run_with_progress(
@@ -227,12 +238,12 @@ def list_suites(as_json: options.Json = False) -> None:
 suite_app.command("evaluate")(suite_evaluate.evaluate)
 
 
-def _make_executor(name: ExecutorName, address: str | None) -> TaskExecutor:
+def _make_executor(name: ExecutorName, address: str | None, isolation: Isolation) -> TaskExecutor:
     from sandcrew.suites import LocalExecutor, RayExecutor
 
     if name is ExecutorName.RAY:
         return RayExecutor(address=address)
-    return LocalExecutor()
+    return LocalExecutor(isolation)
 
 
 def _run_with_progress(

@@ -10,6 +10,7 @@ interrupted).
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,6 +18,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+
+class IsolationName(enum.StrEnum):
+    """``--isolation``: how the checks are kept apart."""
+
+    TASK = "task"
+    BATCH = "batch"
+
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -54,9 +63,16 @@ def evaluate(
     ignore_incomplete: Annotated[
         bool, typer.Option(help="Allow problems without samples (pass@k over the attempted).")
     ] = False,
+    isolation: Annotated[
+        IsolationName,
+        typer.Option(
+            help="task: a new container per sample; batch: one container for many samples, "
+            "each as its own uid in its own directory (see the README's security section).",
+        ),
+    ] = IsolationName.TASK,
 ) -> None:
     """Check every sample in a throwaway container; write SAMPLES_results.jsonl and pass@k."""
-    from sandcrew.suites import evaluate_samples
+    from sandcrew.suites import check_executor, evaluate_samples
     from sandcrew.suites._pass_at_k import parse_ks
 
     ks = parse_ks(k)
@@ -71,6 +87,7 @@ def evaluate(
                     concurrency=concurrency,
                     check_timeout=timeout,
                     ignore_incomplete=ignore_incomplete,
+                    executor=check_executor(isolation.value),
                     on_start=progress.start,
                     on_result=progress.advance,
                 )

@@ -8,7 +8,13 @@ XML and compared with a previous one by :func:`compare_with_baseline`. The
 """
 
 from ._baseline import BaselineComparison, StatusChange, compare_with_baseline
-from ._check_executors import CheckExecutor, CodeCheck, ContainerCheckExecutor
+from ._check_executors import (
+    BatchCheckExecutor,
+    CheckExecutor,
+    CodeCheck,
+    ContainerCheckExecutor,
+    check_executor,
+)
 from ._checks import answer_matches, check_program, numbers_in
 from ._errors import SuiteError
 from ._evaluation import (
@@ -38,6 +44,7 @@ from ._reports import (
     write_junit,
 )
 from ._runner import (
+    Isolation,
     LocalExecutor,
     SuiteRecorder,
     TaskExecutor,
@@ -59,6 +66,7 @@ __all__ = [
     "HUMANEVAL",
     "AnswerTask",
     "BaselineComparison",
+    "BatchCheckExecutor",
     "CanonicalSolver",
     "CheckExecutor",
     "CodeCheck",
@@ -68,6 +76,7 @@ __all__ = [
     "CrewSolver",
     "Evaluation",
     "ExactAnswer",
+    "Isolation",
     "LocalExecutor",
     "NumberAnswer",
     "PassAtK",
@@ -90,6 +99,7 @@ __all__ = [
     "TaskResult",
     "TaskStatus",
     "answer_matches",
+    "check_executor",
     "check_program",
     "compare_with_baseline",
     "default_concurrency",

@@ -3,8 +3,8 @@
 The check itself is :func:`~sandcrew.suites.check_program` run in a sandbox and
 judged by the rules of ``_checks``; an executor only decides where and how many
 at once. :class:`ContainerCheckExecutor` gives each check its own throwaway,
-hardened container. An executor that runs a batch of checks in one container
-implements the same :class:`CheckExecutor` protocol and plugs in unchanged.
+hardened container; :class:`BatchCheckExecutor` runs them all in one, each as its
+own uid in its own directory (:func:`check_executor` picks one by isolation name).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sandcrew.errors import ConfigurationError, ErrorCode, InfrastructureError
 from ._checks import run_code_check
 from ._errors import SuiteError
 from ._outcomes import TaskOutcome, TaskStatus
-from ._runner import first_leaf
+from ._runner import Isolation, first_leaf
 from ._tasks import CodeTask
 
 if TYPE_CHECKING:
@@ -82,16 +82,59 @@ class ContainerCheckExecutor:
 
         if concurrency < 1:
             raise SuiteError(f"concurrency must be at least 1 (got {concurrency})")
-        pending = iter(enumerate(checks))
         async with DockerSandbox(self.sandbox_config or SandboxConfig()) as sandbox:
-            try:
-                async with asyncio.TaskGroup() as group:
-                    # A fixed set of workers pulling from one iterator keeps the
-                    # number of asyncio tasks flat however many samples there are.
-                    for _ in range(min(concurrency, len(checks))):
-                        group.create_task(_worker(pending, sandbox, on_outcome))
-            except ExceptionGroup as group_error:
-                raise first_leaf(group_error) from None
+            await _check_in(sandbox, checks, concurrency, on_outcome)
+
+
+async def _check_in(
+    sandbox: Sandbox, checks: Sequence[CodeCheck], concurrency: int, on_outcome: CheckCallback
+) -> None:
+    pending = iter(enumerate(checks))
+    try:
+        async with asyncio.TaskGroup() as group:
+            # A fixed set of workers pulling from one iterator keeps the
+            # number of asyncio tasks flat however many samples there are.
+            for _ in range(min(concurrency, len(checks))):
+                group.create_task(_worker(pending, sandbox, on_outcome))
+    except ExceptionGroup as group_error:
+        raise first_leaf(group_error) from None
+
+
+class BatchCheckExecutor:
+    """Many checks in one throwaway, hardened container, each as its own uid in its own directory.
+
+    See :class:`~sandcrew.sandbox.BatchSandbox` for what isolates the checks of
+    a batch from each other. When the container fails, the checks that were
+    running in it are each checked again alone, in a container of their own,
+    and the rest of the batch goes on in a new container: a check that crashes
+    the container fails only itself.
+    """
+
+    name = "batch container"
+
+    def __init__(self, sandbox_config: SandboxConfig | None = None) -> None:
+        self.sandbox_config = sandbox_config
+
+    async def check_all(
+        self, checks: Sequence[CodeCheck], *, concurrency: int, on_outcome: CheckCallback
+    ) -> None:
+        from sandcrew.sandbox import BatchSandbox, SandboxConfig
+
+        if concurrency < 1:
+            raise SuiteError(f"concurrency must be at least 1 (got {concurrency})")
+        slots = min(concurrency, max(1, len(checks)))
+        config = self.sandbox_config or SandboxConfig()
+        async with BatchSandbox(config, slots=slots) as sandbox:
+            await _check_in(sandbox, checks, slots, on_outcome)
+
+
+def check_executor(
+    isolation: Isolation, sandbox_config: SandboxConfig | None = None
+) -> CheckExecutor:
+    """The executor of an isolation level."""
+    if isolation == "batch":
+        return BatchCheckExecutor(sandbox_config)
+    return ContainerCheckExecutor(sandbox_config)
 
 
 async def _worker(

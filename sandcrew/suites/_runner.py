@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from sandcrew import __version__
 from sandcrew.errors import ConfigurationError
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from sandcrew.sandbox import Sandbox, SandboxConfig
 
 ResultCallback = Callable[[TaskResult], None]
+
+Isolation = Literal["task", "batch"]
+"""How checks are kept apart: ``task``, a new container per check; ``batch``, many checks
+in one container, each as its own uid in its own directory (see ``BatchSandbox``)."""
 
 
 class TaskExecutor(Protocol):
@@ -161,9 +165,19 @@ async def evaluate_task(
 
 
 class LocalExecutor:
-    """Runs tasks here, each check in a fresh container of this machine's Docker engine."""
+    """Runs tasks here, on this machine's Docker engine.
 
-    name = "local"
+    ``isolation="task"`` runs each check in a new container; ``"batch"`` runs
+    them in one shared container (sized for ``concurrency`` checks at once),
+    each as its own uid in its own directory.
+    """
+
+    def __init__(self, isolation: Isolation = "task") -> None:
+        self.isolation = isolation
+
+    @property
+    def name(self) -> str:
+        return "local" if self.isolation == "task" else "local, batch container"
 
     async def execute(
         self,
@@ -174,7 +188,7 @@ class LocalExecutor:
         sandbox_config: SandboxConfig,
         on_result: ResultCallback,
     ) -> None:
-        from sandcrew.sandbox import DockerSandbox
+        from sandcrew.sandbox import BatchSandbox, DockerSandbox
 
         slots = asyncio.Semaphore(concurrency)
 
@@ -183,7 +197,12 @@ class LocalExecutor:
                 result = await evaluate_task(task, solver, sandbox)
             on_result(result)
 
-        async with DockerSandbox(sandbox_config) as sandbox:
+        sandbox: Sandbox
+        if self.isolation == "batch":
+            sandbox = BatchSandbox(sandbox_config, slots=min(concurrency, max(1, len(tasks))))
+        else:
+            sandbox = DockerSandbox(sandbox_config)
+        async with sandbox:
             try:
                 async with asyncio.TaskGroup() as group:
                     for task in tasks:

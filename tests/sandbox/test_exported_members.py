@@ -10,6 +10,8 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "DEFAULT_IMAGES",
             "SUPPORTED_LANGUAGES",
             "BaseSource",
+            "BatchContainerLost",
+            "BatchSandbox",
             "ImageBuildError",
             "connect_docker",
             "describe_seccomp_profile",

@@ -202,6 +202,11 @@ USAGE_ERRORS = [
         id="stray-address",
     ),
     pytest.param(
+        ["basics", "-s", "canonical", "--executor", "ray", "--isolation", "batch"],
+        "--isolation batch only applies to --executor local",
+        id="batch-on-ray",
+    ),
+    pytest.param(
         ["basics", "-s", "canonical", "--junit", "/nonexistent/dir/r.xml"],
         "--junit /nonexistent/dir/r.xml: the folder /nonexistent/dir does not exist",
         id="report-folder",

@@ -1,0 +1,402 @@
+"""BatchSandbox: many programs in one throwaway, hardened container, each isolated from the rest.
+
+The container is created with the same hardening as a :class:`~._sandbox.DockerSandbox`
+container (read-only root, no network, no capabilities but the supervisor's,
+seccomp, no-new-privileges), sized for ``slots`` programs at once (memory,
+pids, CPUs and workdir size times ``slots``), and runs the batch supervisor
+of :mod:`._batch_supervisor`, which gives every program its own uid, directory
+and limits and frames each result on a channel the program cannot write.
+
+When the container or its supervisor fails (or does not answer within a
+program's limit plus the watchdog grace), every run in flight on it raises
+:class:`BatchContainerLost` and the container is removed; the next run gets
+a new container. Which of the runs in flight broke it cannot be known, so the
+caller re-runs each of them alone (see ``BatchCheckExecutor``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import struct
+import threading
+import time
+from types import TracebackType
+from typing import Self
+
+import docker
+
+from ._batch_supervisor import BATCH_FRAME_START, batch_supervisor_command
+from ._config import SandboxConfig
+from ._container import Launch, LaunchedContainer, create_options, discard_container
+from ._deadlines import WATCHDOG_GRACE, run_limit
+from ._docker_client import connect
+from ._errors import SandboxError
+from ._languages import SUPPORTED_LANGUAGES, normalize_language
+from ._reaper import reap_orphans
+from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
+from ._sandbox import DockerSandbox
+from ._streams import raw_connection, shutdown_connection
+from ._uids import take_run_ids
+
+BATCH_LIFETIME_SECONDS = 3600.0
+"""A batch container serves runs for at most this long (its reaper label allows twice that)."""
+
+UIDS_PER_CONTAINER = 4096
+"""Programs one batch container runs (each gets a uid never used before in it)."""
+
+QUEUED_PER_SLOT = 2
+"""Programs handed to the container per slot: one running, one waiting for the slot."""
+
+_ANSWER_SLACK = 10.0  # seconds past limit + watchdog grace before the container is given up
+
+
+class BatchContainerLost(SandboxError):
+    """The batch container failed while this program ran; the program should run again alone."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"The batch container was lost: {detail}", retryable=True)
+
+
+class _BatchContainer:
+    """One launched batch container: sends programs, demultiplexes framed results."""
+
+    def __init__(self, api: docker.APIClient, launched: LaunchedContainer, nonce: bytes) -> None:
+        self.api = api
+        self.launched = launched
+        self.nonce = nonce
+        self.started = time.monotonic()
+        self.used = 0
+        self.lost: str | None = None
+        self._lock = threading.Lock()
+        self._waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[bytes]]] = {}
+        self._reader = threading.Thread(target=self._read, name="sandcrew-batch", daemon=True)
+        self._send(nonce + b"\n")
+        self._reader.start()
+
+    def _send(self, data: bytes) -> None:
+        connection = raw_connection(self.launched.connection)
+        if connection is None:
+            raise BatchContainerLost("its connection is closed")
+        try:
+            connection.sendall(data)
+        except OSError as error:
+            raise BatchContainerLost(f"cannot send the program ({error})") from None
+
+    def submit(self, identifier: str, header: bytes, program: bytes) -> asyncio.Future[bytes]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes] = loop.create_future()
+        with self._lock:
+            if self.lost is not None:
+                raise BatchContainerLost(self.lost)
+            self._waiting[identifier] = (loop, future)
+            self.used += 1
+        return future
+
+    def send(self, data: bytes) -> None:
+        with self._lock:
+            self._send(data)
+
+    def _read(self) -> None:
+        connection = raw_connection(self.launched.connection)
+        pending = bytearray()
+        stdout = bytearray()
+        try:
+            while connection is not None:
+                chunk = connection.recv(1 << 16)
+                if not chunk:
+                    break
+                pending += chunk
+                while len(pending) >= 8:
+                    kind, size = pending[0], struct.unpack(">I", pending[4:8])[0]
+                    if len(pending) < 8 + size:
+                        break
+                    if kind == 1:
+                        stdout += pending[8 : 8 + size]
+                    del pending[: 8 + size]
+                self._dispatch(stdout)
+        except OSError:
+            pass
+        self.fail("the container ended")
+
+    def _dispatch(self, stdout: bytearray) -> None:
+        mark = BATCH_FRAME_START + self.nonce + b" "
+        while True:
+            newline = stdout.find(b"\n")
+            if newline < 0:
+                return
+            if not stdout.startswith(mark):
+                raise OSError("unframed output from the batch supervisor")
+            fields = bytes(stdout[len(mark) : newline]).split(b" ")
+            out_size, err_size = int(fields[-2]), int(fields[-1])
+            end = newline + 1 + out_size + err_size
+            if len(stdout) < end:
+                return
+            frame = bytes(stdout[len(mark) : end])
+            del stdout[:end]
+            with self._lock:
+                waiting = self._waiting.pop(fields[0].decode(), None)
+            if waiting is not None:
+                loop, future = waiting
+                loop.call_soon_threadsafe(_resolve, future, frame)
+
+    def fail(self, why: str) -> None:
+        with self._lock:
+            if self.lost is None:
+                self.lost = why
+            waiting, self._waiting = self._waiting, {}
+        for loop, future in waiting.values():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_lose, future, why)
+
+    def end(self) -> None:
+        """Stop reading and remove the container."""
+        self.fail("the batch ended")
+        shutdown_connection(self.launched.connection)
+        self._reader.join(timeout=10)
+        discard_container(self.api, self.launched)
+
+
+def _resolve(future: asyncio.Future[bytes], frame: bytes) -> None:
+    if not future.done():
+        future.set_result(frame)
+
+
+def _lose(future: asyncio.Future[bytes], why: str) -> None:
+    if not future.done():
+        future.set_exception(BatchContainerLost(why))
+
+
+class BatchSandbox:
+    """Runs programs in one shared, hardened container, each as its own uid in its own directory.
+
+    Implements the :class:`~sandcrew.sandbox.Sandbox` protocol. Up to ``slots``
+    programs run at once; more wait for the container's room. A run whose
+    container fails runs again alone in a container of its own (a
+    :class:`DockerSandbox` run); the next runs get a new batch container.
+    """
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        slots: int = 1,
+        docker_client: docker.DockerClient | None = None,
+    ) -> None:
+        if slots < 1:
+            raise ValueError(f"slots must be at least 1 (got {slots})")
+        self.config = config if config is not None else SandboxConfig()
+        self.slots = slots
+        self._client: docker.DockerClient | None = docker_client
+        self._owns_client = docker_client is None
+        self._started = False
+        self._container: _BatchContainer | None = None
+        self._launching = asyncio.Lock()
+        # Twice the slots in flight: the supervisor starts a queued program the
+        # moment a slot frees, without waiting for a round trip to this host.
+        self._room = asyncio.Semaphore(QUEUED_PER_SLOT * slots)
+        self._retired: list[_BatchContainer] = []
+        self._alone = DockerSandbox(self.config, docker_client=docker_client)
+
+    @property
+    def supported_languages(self) -> tuple[str, ...]:
+        return tuple(language for language in SUPPORTED_LANGUAGES if language in self.config.images)
+
+    async def start(self) -> None:
+        """Connect to Docker and remove orphaned containers, once."""
+        if not self._started:
+            if self._client is None:
+                self._client = await asyncio.to_thread(connect, timeout=self.config.docker_timeout)
+            await asyncio.to_thread(reap_orphans, self._client)
+            self._started = True
+
+    async def _current(self, image: str) -> _BatchContainer:
+        async with self._launching:
+            container = self._container
+            if container is not None and (
+                container.lost is not None
+                or container.used >= UIDS_PER_CONTAINER
+                or time.monotonic() - container.started > BATCH_LIFETIME_SECONDS
+                or container.launched.image != image
+            ):
+                self._retire(container)
+                container = None
+            if container is None:
+                await self.start()
+                assert self._client is not None
+                container = await asyncio.shield(asyncio.to_thread(self._launch, image))
+                self._container = container
+            return container
+
+    def _retire(self, container: _BatchContainer) -> None:
+        if self._container is container:
+            self._container = None
+        self._retired.append(container)
+
+    def _launch(self, image: str) -> _BatchContainer:
+        assert self._client is not None
+        api = self._client.api
+        config, slots = self.config, self.slots
+        sized = config.model_copy(
+            update={
+                "memory_bytes": config.memory_bytes * slots,
+                "pids_limit": config.pids_limit * slots + 8,
+                # The engine refuses more CPUs than the machine has.
+                "cpus": min(config.cpus * slots, float(os.cpu_count() or 1)),
+                "workdir_tmpfs_bytes": config.workdir_tmpfs_bytes * slots,
+            }
+        )
+        first_uid, _ = take_run_ids(config)
+        first_uid = min(first_uid, config.uid_range[1] - UIDS_PER_CONTAINER)
+        options = create_options(
+            api,
+            sized,
+            image=image,
+            run_id=secrets.token_hex(8),
+            deadline=time.time() + 2 * BATCH_LIFETIME_SECONDS,
+            ids=(0, 0),
+        )
+        options["command"] = batch_supervisor_command(
+            config.workdir,
+            max(first_uid, 1),
+            UIDS_PER_CONTAINER,
+            processes=config.pids_limit,
+            address_space=config.memory_bytes,
+            slots=slots,
+        )
+        options["environment"] = {}
+        options["working_dir"] = "/"
+        # The workdir is root's (tasks make their own directories in it); /tmp is
+        # made unwritable by the supervisor before the first task.
+        tmpfs = options["host_config"]["Tmpfs"]
+        tmpfs[config.workdir] = (
+            f"rw,nosuid,nodev,noexec,size={sized.workdir_tmpfs_bytes},uid=0,gid=0,mode=0711"
+        )
+        launch = Launch(api, options, pooled=False, uid=first_uid)
+        try:
+            launched = launch.run()
+        except BaseException:
+            with contextlib.suppress(SandboxError):
+                launch.discard()
+            raise
+        try:
+            return _BatchContainer(api, launched, secrets.token_hex(16).encode())
+        except BaseException:
+            discard_container(api, launched)
+            raise
+
+    async def run(
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit, enforced inside
+    ) -> ExecutionResult:
+        """Run ``code`` as a task of the batch; if the container fails meanwhile, run it alone.
+
+        Which of the programs in flight broke a lost container cannot be
+        known, so each of them runs again in a container of its own: the one
+        that breaks containers fails only itself, the batch goes on in a new
+        container.
+        """
+        try:
+            return await self._run_in_batch(code, language, timeout)
+        except BatchContainerLost:
+            return await self._alone.run(code, language, timeout=timeout)
+
+    async def _run_in_batch(
+        self, code: str, language: str, time_limit: float | None
+    ) -> ExecutionResult:
+        name = normalize_language(language)
+        if name is None or name not in self.supported_languages:
+            from ._errors import UnsupportedLanguageError
+
+            raise UnsupportedLanguageError(language, self.supported_languages)
+        limit = run_limit(self.config.timeout, time_limit)
+        image = self.config.images[name]
+        program = code.encode()
+        async with self._room:
+            container = await self._current(image)
+            identifier = secrets.token_hex(8)
+            header = (
+                f"{identifier} {name} {len(program)} {max(1, round(limit * 1000))} "
+                f"{self.config.max_output_bytes}\n"
+            ).encode()
+            future = container.submit(identifier, header, program)
+            started = time.monotonic()
+            # A queued program may first wait for one run of the longest limit.
+            waits = limit + max(limit, self.config.timeout) + WATCHDOG_GRACE + _ANSWER_SLACK
+            try:
+                async with asyncio.timeout(waits):
+                    await asyncio.to_thread(container.send, header + program)
+                    frame = await future
+            except TimeoutError:
+                container.fail("its supervisor did not answer in time")
+                # Unblocks a send stuck on a supervisor that stopped reading.
+                shutdown_connection(container.launched.connection)
+                raise BatchContainerLost("its supervisor did not answer in time") from None
+            except BatchContainerLost:
+                container.fail("the container ended")
+                raise
+            duration = time.monotonic() - started
+        return self._result(frame, container, name, limit, duration)
+
+    def _result(
+        self, frame: bytes, container: _BatchContainer, language: str, limit: float, duration: float
+    ) -> ExecutionResult:
+        head, _, body = frame.partition(b"\n")
+        status, timed_out, out_cut, err_cut, out_size, _ = (
+            int(field) for field in head.split()[1:]
+        )
+        stdout, stderr = body[:out_size], body[out_size:]
+        return ExecutionResult(
+            language=language,
+            exit_code=TIMEOUT_EXIT_CODE if timed_out else status,
+            stdout=stdout.decode("utf-8", errors="replace"),
+            stderr=stderr.decode("utf-8", errors="replace"),
+            timed_out=bool(timed_out),
+            oom_killed=False,
+            stdout_truncated=bool(out_cut),
+            stderr_truncated=bool(err_cut),
+            duration=duration,
+            image=container.launched.image,
+            run_id=container.launched.run_id,
+            timeout=limit,
+            memory_limit_bytes=self.config.memory_bytes,
+        )
+
+    def close(self) -> None:
+        """Remove every container of the batch and close the connection."""
+        containers = [*self._retired, *([self._container] if self._container else [])]
+        self._container, self._retired = None, []
+        self._started = False
+        try:
+            for container in containers:
+                container.end()
+            self._alone.close()
+        finally:
+            if self._client is not None and self._owns_client:
+                self._client.close()
+                self._client = None
+
+    async def aclose(self) -> None:
+        closing = asyncio.ensure_future(asyncio.to_thread(self.close))
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            await asyncio.wait({closing})
+            raise
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,115 @@
+"""Suites with batch isolation on real Docker: HumanEval passes, a cheat stays a failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from sandcrew.cli import app
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.suites import (
+    BatchCheckExecutor,
+    CanonicalSolver,
+    CodeCheck,
+    CodeTask,
+    LocalExecutor,
+    TaskOutcome,
+    TaskStatus,
+    check_executor,
+    load_suite,
+    read_json_report,
+    run_suite,
+)
+
+pytestmark = pytest.mark.docker
+
+
+async def test_humaneval_canonical_solutions_all_pass_in_one_batch() -> None:
+    suite = load_suite("humaneval")
+    report = await run_suite(
+        suite, CanonicalSolver(), concurrency=2, executor=LocalExecutor("batch")
+    )
+    failures = {r.task_id: r.detail for r in report.results if not r.passed}
+    assert failures == {}
+    assert report.counts.total == 164
+    assert report.executor == "local, batch container"
+
+
+def _task(test: str) -> CodeTask:
+    return CodeTask(
+        id="t/0",
+        prompt="def answer():\n",
+        entry_point="answer",
+        test=test,
+        canonical_solution="    return 42\n",
+    )
+
+
+async def test_cheating_completions_do_not_pass_and_do_not_touch_the_others() -> None:
+    task = _task("def check(candidate):\n    assert candidate() == 42\n")
+    cheats = [
+        # A forged frame on both streams, then the real (failing) end.
+        "    import sys\n"
+        "    for stream in (sys.stdout, sys.stderr):\n"
+        "        stream.write('\\x1e' + 'a' * 32 + ' 0 0 0 0 0 0 0\\n')\n"
+        "    return 41\n",
+        # A daemon that waits for the next task and tries to kill it.
+        "    import os, signal, time\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(0.3)\n"
+        "        os.kill(-1, signal.SIGKILL)\n"
+        "        os._exit(0)\n"
+        "    return 41\n",
+        # Leaves a file for the next task to find.
+        "    open('/tmp/answer', 'w').write('42')\n    return 41\n",
+    ]
+    honest = "    import time\n    time.sleep(0.6)\n    return 42\n"
+    checks = [CodeCheck(task, completion) for completion in [*cheats, honest, honest, honest]]
+    outcomes: dict[int, TaskOutcome] = {}
+    executor = BatchCheckExecutor(SandboxConfig(timeout=5.0))
+    await executor.check_all(checks, concurrency=2, on_outcome=outcomes.__setitem__)
+    statuses = [outcomes[index].status for index in range(len(checks))]
+    assert statuses == [TaskStatus.FAIL] * 3 + [TaskStatus.PASS] * 3, outcomes
+
+
+def test_isolation_names_choose_the_executor() -> None:
+    assert check_executor("batch").name == "batch container"
+    assert check_executor("task").name == "container per check"
+
+
+def _suite_cli(*args: str) -> Any:
+    return CliRunner().invoke(app, ["suite", *args], env={"COLUMNS": "200"})
+
+
+def test_suite_run_batch_on_wrong_completions_matches_task_verdicts(tmp_path: Path) -> None:
+    suite = load_suite("humaneval").filtered(["HumanEval/1?"])
+    lines = []
+    for task in suite.tasks:
+        completion = task.canonical_solution or ""
+        if task.id == "HumanEval/12":
+            completion = "    return None\n"
+        elif task.id == "HumanEval/15":
+            completion = "    raise ValueError('not today')\n"
+        elif task.id == "HumanEval/17":
+            completion = "    while True:\n        pass\n"
+        lines.append(json.dumps({"task_id": task.id, "completion": completion}))
+    completions = tmp_path / "samples.jsonl"
+    completions.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report_path = tmp_path / "batch.json"
+    result = _suite_cli(
+        "run", "humaneval", "--solver", "completions", "--completions", str(completions),
+        "--filter", "HumanEval/1?", "--timeout", "3", "--isolation", "batch",
+        "--report", str(report_path), "--allow-failures",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = read_json_report(report_path)
+    statuses = {r.task_id: r.status for r in report.results}
+    assert statuses.pop("HumanEval/12") is TaskStatus.FAIL
+    assert statuses.pop("HumanEval/15") is TaskStatus.FAIL
+    assert statuses.pop("HumanEval/17") is TaskStatus.TIMEOUT
+    assert set(statuses.values()) == {TaskStatus.PASS}
+    assert report.executor == "local, batch container"
