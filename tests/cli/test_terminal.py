@@ -125,6 +125,8 @@ def test_solve_runner_panel_and_answer_show_controls(tmp_path: Path) -> None:
             "What is 6 times 7?",
             "--base-url",
             server.base_url,
+            "--model",
+            "scripted",
             "--transcript",
             str(transcript),
         )

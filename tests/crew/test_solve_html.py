@@ -72,7 +72,7 @@ def test_solve_html_and_transcript_page_in_chromium(tmp_path: Path) -> None:
             admin_final_turn(answer="42"),
         )
         completed = run_cli(
-            "solve", "What is 6 times 7?", "--base-url", server.base_url,
+            "solve", "What is 6 times 7?", "--base-url", server.base_url, "--model", "scripted",
             "--html", str(page), "--transcript", str(transcript), "--quiet",
         )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
