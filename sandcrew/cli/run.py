@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from sandcrew.cli._docker import sandbox_config_from_options
+from sandcrew.cli._files import files_from_paths, save_artifacts
 from sandcrew.errors import UserError
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult
 
 _LANGUAGE_BY_SUFFIX = {".py": "python", ".sh": "bash", ".bash": "bash"}
 
@@ -53,6 +55,18 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="Run in this image instead of the default one.")
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+        file: Annotated[
+            list[Path] | None,
+            typer.Option(
+                "--file",
+                "-f",
+                help="Input file (or folder) put into the program's work dir; repeatable.",
+            ),
+        ] = None,
+        out: Annotated[
+            Path | None,
+            typer.Option(help="Save the files the program writes into out/ to this folder."),
+        ] = None,
     ) -> None:
         """Run FILE (or stdin) in a new hardened container and print what it printed.
 
@@ -63,12 +77,28 @@ def register(app: typer.Typer) -> None:
         config = sandbox_config_from_options(
             timeout=timeout, memory=memory, network=network, image=image, language=chosen_language
         )
-        result = DockerSandbox(config).run_sync(code, chosen_language)
+        files = files_from_paths(file or [])
+        result = DockerSandbox(config).run_sync(code, chosen_language, files=files)
+        if out is not None:
+            result = save_artifacts(result, out)
         if as_json:
-            typer.echo(result.model_dump_json(indent=2))
+            typer.echo(json.dumps(json_document(result), indent=2))
         else:
             _print_result(result)
         raise typer.Exit(exit_code_for(result))
+
+
+INLINE_ARTIFACT_BYTES = 64 * 1024
+"""``--json`` carries an artifact's bytes (base64) only up to this size; ``--out`` saves any."""
+
+
+def json_document(result: ExecutionResult) -> dict[str, Any]:
+    """The ``--json`` document: the result, and small artifacts' bytes as ``data_base64``."""
+    document = result.model_dump(mode="json")
+    for entry, artifact in zip(document["artifacts"], result.artifacts, strict=True):
+        small = artifact.size <= INLINE_ARTIFACT_BYTES
+        entry["data_base64"] = artifact.data_base64() if small else None
+    return document
 
 
 def _read_program(source: str, language: str | None) -> tuple[str, str]:
@@ -115,3 +145,18 @@ def _print_result(result: ExecutionResult) -> None:
     status.print(
         f"{headline} · {result.duration:.2f}s · {escape(result.image)}{extra}", style="dim"
     )
+    for line in artifact_lines(result.artifacts):
+        status.print(escape(line), style="dim", soft_wrap=True)
+    if result.artifacts_truncated:
+        status.print("some output files were left out: over the output limits", style="yellow")
+    for note in result.artifacts_skipped:
+        status.print(f"left out: out/{escape(note)}", style="yellow", soft_wrap=True)
+
+
+def artifact_lines(artifacts: tuple[Artifact, ...] | list[Artifact]) -> list[str]:
+    """One line per artifact: where it was saved, or that ``--out`` would save it."""
+    lines = []
+    for artifact in artifacts:
+        where = f"saved to {artifact.path}" if artifact.path else "not saved (use --out DIR)"
+        lines.append(f"out/{artifact.name} ({artifact.size} bytes, {artifact.media_type}): {where}")
+    return lines

@@ -18,9 +18,11 @@ from rich.text import Text
 
 from sandcrew.agents import FunctionCallRequiredError, Message, render_message
 from sandcrew.cli._docker import sandbox_overrides
+from sandcrew.cli._files import files_from_paths, save_artifacts
+from sandcrew.cli.run import artifact_lines
 from sandcrew.crew import CrewMode, CrewResult, solve_task
 from sandcrew.errors import UserError
-from sandcrew.sandbox import ExecutionResult
+from sandcrew.sandbox import ExecutionResult, load_input_files
 from sandcrew.settings import load_crew_settings
 
 NOT_SOLVED_EXIT = 1
@@ -81,6 +83,16 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[
             bool, typer.Option("--quiet", "-q", help="Print only the final answer.")
         ] = False,
+        file: Annotated[
+            list[Path] | None,
+            typer.Option(
+                "--file", "-f", help="Input file (or folder) every run receives; repeatable."
+            ),
+        ] = None,
+        out: Annotated[
+            Path | None,
+            typer.Option(help="Save the files the runs write into out/ to this folder."),
+        ] = None,
     ) -> None:
         """Solve TASK with the crew; exit 0 when solved, 1 when not, 2 on a usage error."""
         settings = load_crew_settings(
@@ -97,6 +109,11 @@ def register(app: typer.Typer) -> None:
             config_path=config,
         )
         settings.api_key_value()  # fail before any work when no model is configured
+        files = load_input_files(
+            files_from_paths(file or []),
+            max_count=settings.sandbox.max_input_files,
+            max_bytes=settings.sandbox.max_input_bytes,
+        )
         console = Console()
         stream_chat = not (quiet or as_json)
         with _open_transcript(transcript) as recorder:
@@ -106,12 +123,27 @@ def register(app: typer.Typer) -> None:
                 if stream_chat:
                     console.print(_render(message))
 
-            result = asyncio.run(solve_task(task, settings, on_message=on_message))
+            result = asyncio.run(
+                solve_task(
+                    task,
+                    settings,
+                    on_message=on_message,
+                    files=files,
+                    output_files=out is not None,
+                )
+            )
+            if out is not None:
+                # Runs save in order: a later run's file replaces an earlier one of that name.
+                result.runs[:] = [save_artifacts(run, out) for run in result.runs]
             recorder.result(result)
         if as_json:
             typer.echo(json.dumps(result_summary(result), indent=2))
         else:
             _print_outcome(console, result, quiet=quiet)
+            if not quiet:
+                saved = [artifact for run in result.runs for artifact in run.artifacts]
+                for line in artifact_lines(saved):
+                    console.print(escape(line), style="dim", soft_wrap=True, highlight=False)
         if not result.solved:
             raise typer.Exit(NOT_SOLVED_EXIT)
 
@@ -146,6 +178,9 @@ def _run_summary(run: ExecutionResult) -> dict[str, Any]:
             "image",
             "stdout",
             "stderr",
+            "artifacts",
+            "artifacts_truncated",
+            "artifacts_skipped",
         },
     )
 
