@@ -27,11 +27,16 @@ if TYPE_CHECKING:
     import docker
 
 PYTHON_IMAGE = "sandcrew/python:latest"
+NODE_IMAGE = "sandcrew/node:latest"
 OFFLINE_SUITE = "bookworm"
 OFFLINE_BASE_IMAGE = f"sandcrew/debian-base:{OFFLINE_SUITE}"
 PUBLIC_BASE_IMAGE = "python:3.11-slim-bookworm"
 
-DEFAULT_IMAGES: dict[str, str] = {"python": PYTHON_IMAGE, "bash": PYTHON_IMAGE}
+DEFAULT_IMAGES: dict[str, str] = {
+    "python": PYTHON_IMAGE,
+    "bash": PYTHON_IMAGE,
+    "javascript": NODE_IMAGE,
+}
 """Language → image tag used by default."""
 
 BUILD_COMMAND = "sandcrew images build"
@@ -66,6 +71,10 @@ class ImageSpec:
     public_base: str
     debian_packages: tuple[str, ...]
     """Packages the debootstrap root filesystem must include for this image."""
+    offline_base: str = OFFLINE_BASE_IMAGE
+    """The tag of that debootstrap root filesystem."""
+    default: bool = True
+    """Built by ``sandcrew images build`` without names; others only when named."""
 
 
 IMAGE_SPECS: tuple[ImageSpec, ...] = (
@@ -76,7 +85,24 @@ IMAGE_SPECS: tuple[ImageSpec, ...] = (
         public_base=PUBLIC_BASE_IMAGE,
         debian_packages=("python3",),
     ),
+    ImageSpec(
+        name="node",
+        tag=NODE_IMAGE,
+        folder="node",
+        public_base=PUBLIC_BASE_IMAGE,
+        debian_packages=("python3", "nodejs"),
+        offline_base=f"sandcrew/debian-node:{OFFLINE_SUITE}",
+        default=False,
+    ),
 )
+
+
+def build_command_for(tag: str) -> str:
+    """The command that builds the image ``tag`` (the plain build for unknown tags)."""
+    for spec in IMAGE_SPECS:
+        if spec.tag == tag and not spec.default:
+            return f"{BUILD_COMMAND} {spec.name}"
+    return BUILD_COMMAND
 
 
 @dataclass(frozen=True)
@@ -89,6 +115,12 @@ class ImageStatus:
     image_id: str | None
     size_bytes: int | None
     created: str | None
+    optional: bool = False
+    """Not built by the plain ``sandcrew images build``; only its language needs it."""
+
+    @property
+    def build_command(self) -> str:
+        return f"{BUILD_COMMAND} {self.name}" if self.optional else BUILD_COMMAND
 
 
 def list_images(client: docker.DockerClient) -> list[ImageStatus]:
@@ -100,7 +132,9 @@ def list_images(client: docker.DockerClient) -> list[ImageStatus]:
         try:
             image = client.images.get(spec.tag)
         except docker.errors.ImageNotFound:
-            statuses.append(ImageStatus(spec.name, spec.tag, False, None, None, None))
+            statuses.append(
+                ImageStatus(spec.name, spec.tag, False, None, None, None, not spec.default)
+            )
             continue
         attrs: dict[str, Any] = image.attrs
         statuses.append(
@@ -111,6 +145,7 @@ def list_images(client: docker.DockerClient) -> list[ImageStatus]:
                 image.short_id,
                 int(attrs.get("Size", 0)),
                 str(attrs.get("Created", "")),
+                not spec.default,
             )
         )
     return statuses
@@ -124,8 +159,8 @@ def build_images(
     names: tuple[str, ...] | None = None,
     on_progress: Progress = lambda line: None,
 ) -> list[str]:
-    """Build the sandbox images (all, or those in ``names``); return their tags."""
-    specs = [spec for spec in IMAGE_SPECS if names is None or spec.name in names]
+    """Build the sandbox images (the default ones, or those in ``names``); return their tags."""
+    specs = [spec for spec in IMAGE_SPECS if (spec.name in names if names else spec.default)]
     unknown = set(names or ()) - {spec.name for spec in IMAGE_SPECS}
     if unknown:
         known = ", ".join(spec.name for spec in IMAGE_SPECS)
@@ -158,9 +193,11 @@ def _choose_base(
                 f"`{BUILD_COMMAND} --base debootstrap`."
             )
         on_progress(f"no registry reachable ({pull_error}); building the base with debootstrap")
-    if rebuild_base or not _image_exists(client, OFFLINE_BASE_IMAGE):
-        make_debian_base(client, packages=spec.debian_packages, on_progress=on_progress)
-    return OFFLINE_BASE_IMAGE
+    if rebuild_base or not _image_exists(client, spec.offline_base):
+        make_debian_base(
+            client, packages=spec.debian_packages, tag=spec.offline_base, on_progress=on_progress
+        )
+    return spec.offline_base
 
 
 def _image_exists(client: docker.DockerClient, tag: str) -> bool:

@@ -12,6 +12,10 @@ _ALIASES: dict[str, str] = {
     "sh": "bash",
     "shell": "bash",
     "bash": "bash",
+    "js": "javascript",
+    "javascript": "javascript",
+    "node": "javascript",
+    "nodejs": "javascript",
 }
 
 
@@ -32,6 +36,7 @@ RUNNERS: dict[str, LanguageRunner] = {
         environment=(("PYTHONUNBUFFERED", "1"), ("PYTHONDONTWRITEBYTECODE", "1")),
     ),
     "bash": LanguageRunner(filename="main.sh", interpreter=("bash",)),
+    "javascript": LanguageRunner(filename="main.js", interpreter=("node",)),
 }
 
 SUPPORTED_LANGUAGES: tuple[str, ...] = tuple(RUNNERS)

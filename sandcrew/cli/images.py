@@ -18,6 +18,13 @@ def register(app: typer.Typer) -> None:
 
     @images_app.command("build")
     def build(
+        names: Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="Images to build (python, node); default: python only.",
+                show_default=False,
+            ),
+        ] = None,
         base: Annotated[
             BaseSource,
             typer.Option(
@@ -42,7 +49,13 @@ def register(app: typer.Typer) -> None:
                 if verbose:
                     console.print(line, highlight=False, markup=False)
 
-            tags = build_images(client, base=base, rebuild_base=rebuild_base, on_progress=show)
+            tags = build_images(
+                client,
+                base=base,
+                rebuild_base=rebuild_base,
+                names=tuple(names) if names else None,
+                on_progress=show,
+            )
         for tag in tags:
             console.print(f"[green]built[/] {tag}")
 
@@ -55,7 +68,7 @@ def register(app: typer.Typer) -> None:
         for image in list_images(client):
             size = f"{image.size_bytes / 1e6:.0f} MB" if image.size_bytes else ""
             status = (
-                "[green]built[/]" if image.present else "[red]missing[/]: sandcrew images build"
+                "[green]built[/]" if image.present else f"[red]missing[/]: {image.build_command}"
             )
             created = (image.created or "")[:16].replace("T", " ")
             table.add_row(image.tag, status, size, created)

@@ -16,7 +16,13 @@ from sandcrew.cli._files import files_from_paths, save_artifacts
 from sandcrew.errors import UserError
 from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult
 
-_LANGUAGE_BY_SUFFIX = {".py": "python", ".sh": "bash", ".bash": "bash"}
+_LANGUAGE_BY_SUFFIX = {
+    ".py": "python",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".js": "javascript",
+    ".cjs": "javascript",
+}
 
 TIMEOUT_EXIT = 124
 """Exit code for a program killed at its deadline (as coreutils' `timeout`)."""
@@ -39,7 +45,11 @@ def register(app: typer.Typer) -> None:
         source: Annotated[str, typer.Argument(help="Program file to run, or - for stdin.")],
         language: Annotated[
             str | None,
-            typer.Option("--language", "-l", help="python or bash (default: from the file name)."),
+            typer.Option(
+                "--language",
+                "-l",
+                help="python, bash or javascript (default: from the file name).",
+            ),
         ] = None,
         timeout: Annotated[
             float | None, typer.Option(help="Wall-clock limit in seconds.", show_default="10")

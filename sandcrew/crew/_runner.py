@@ -34,7 +34,7 @@ class RunnerAgent(BaseAgent):
     """Replies ``[RUNNER_RESULT]`` with the run's outcome attached as ``data``.
 
     Only the last message from ``coder_name`` is looked at. A block that is not
-    python or bash is not run; the reply says so and the coder is asked again.
+    python, bash or javascript is not run; the reply says so and the coder is asked again.
     """
 
     def __init__(

@@ -50,7 +50,7 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
 
 
 def test_supported_languages() -> None:
-    assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash")
+    assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash", "javascript")
     assert set(sandcrew.sandbox.DEFAULT_IMAGES) >= set(sandcrew.sandbox.SUPPORTED_LANGUAGES)
 
 
