@@ -14,7 +14,7 @@ from sandcrew.crew._review import (
     decide,
     review_code_block,
 )
-from sandcrew.crew._runner import NO_CODE_REPLY, CodeRunner, RunnerAgent
+from sandcrew.crew._runner import NO_CODE_REPLY, RunnerAgent
 from sandcrew.crew._settings import DEFAULT_MODEL, CrewMode, CrewSettings, ModelRole
 from sandcrew.crew._workflow import crew_workflow
 
@@ -27,7 +27,6 @@ __all__ = [
     "NO_CODE_REPLY",
     "REVIEWER_PROMPT",
     "CodeFacts",
-    "CodeRunner",
     "CompletionMiddleware",
     "Crew",
     "CrewMode",

@@ -34,10 +34,10 @@ from sandcrew.crew._prompts import (
     describe_run_files,
 )
 from sandcrew.crew._review import VerdictMiddleware, review_code_block
-from sandcrew.crew._runner import CodeRunner, RunnerAgent
+from sandcrew.crew._runner import RunnerAgent
 from sandcrew.crew._settings import CrewMode, CrewSettings, ModelRole
 from sandcrew.crew._workflow import crew_workflow
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, Sandbox
 
 CHARS_PER_TOKEN = 3
 """A cautious estimate (English text and code average closer to 4) for fitting the context."""
@@ -80,7 +80,7 @@ class Crew:
     def __init__(
         self,
         settings: CrewSettings,
-        sandbox: CodeRunner,
+        sandbox: Sandbox,
         *,
         client: openai.AsyncOpenAI | None = None,
         files: Mapping[str, bytes] | None = None,
@@ -251,7 +251,7 @@ async def solve_task(
     task: str,
     settings: CrewSettings,
     *,
-    sandbox: CodeRunner | None = None,
+    sandbox: Sandbox | None = None,
     on_message: OnMessage | None = None,
     files: Mapping[str, bytes] | None = None,
     output_files: bool = False,

@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Protocol
 
 from sandcrew.agents import BaseAgent, GenerateReplyOptions, Message, TextMessage
 from sandcrew.crew._code_facts import RUNNABLE_LANGUAGES, code_to_run
-from sandcrew.sandbox import ExecutionResult
+from sandcrew.sandbox import ExecutionResult, Sandbox
 
 NO_CODE_REPLY = "No code available. Coder please write code"
-
-
-class CodeRunner(Protocol):
-    """What the runner needs from a sandbox: one isolated run of a program.
-
-    :class:`~sandcrew.sandbox.DockerSandbox` is one; a test double that returns real
-    :class:`~sandcrew.sandbox.ExecutionResult` s is another.
-    """
-
-    async def run(
-        self,
-        code: str,
-        language: str = "python",
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit
-        files: Mapping[str, bytes | Path] | None = None,
-    ) -> ExecutionResult: ...
 
 
 class RunnerAgent(BaseAgent):
@@ -39,7 +20,7 @@ class RunnerAgent(BaseAgent):
 
     def __init__(
         self,
-        sandbox: CodeRunner,
+        sandbox: Sandbox,
         *,
         name: str = "runner",
         coder_name: str = "coder",

@@ -39,6 +39,20 @@ class ScriptedSandbox:
     def __init__(self, outcomes: Mapping[str, Outcome] = FIBONACCI_OUTCOMES) -> None:
         self.outcomes = dict(outcomes)
         self.programs: list[tuple[str, str]] = []
+        self.closed = False
+
+    @property
+    def supported_languages(self) -> tuple[str, ...]:
+        return ("python", "bash")
+
+    async def start(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    def close(self) -> None:
+        self.closed = True
 
     async def run(
         self,
