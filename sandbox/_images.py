@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 
 PYTHON_IMAGE = "sandcrew/python:latest"
 NODE_IMAGE = "sandcrew/node:latest"
+PYTHON_DATA_IMAGE = "sandcrew/python-data:latest"
+DATA_PACKAGES = ("numpy==1.26.4", "pandas==2.2.3", "matplotlib==3.9.2", "scipy==1.14.1")
+"""What the python-data image adds (their dependencies come with them)."""
 OFFLINE_SUITE = "bookworm"
 OFFLINE_BASE_IMAGE = f"sandcrew/debian-base:{OFFLINE_SUITE}"
 PUBLIC_BASE_IMAGE = "python:3.11-slim-bookworm"
@@ -75,6 +79,10 @@ class ImageSpec:
     """The tag of that debootstrap root filesystem."""
     default: bool = True
     """Built by ``sandcrew images build`` without names; others only when named."""
+    builds_on: str | None = None
+    """Another spec's name: its image is the base (built first when missing)."""
+    wheels: tuple[str, ...] = ()
+    """Python requirements whose wheels pip downloads on the host into the build context."""
 
 
 IMAGE_SPECS: tuple[ImageSpec, ...] = (
@@ -93,6 +101,16 @@ IMAGE_SPECS: tuple[ImageSpec, ...] = (
         debian_packages=("python3", "nodejs"),
         offline_base=f"sandcrew/debian-node:{OFFLINE_SUITE}",
         default=False,
+    ),
+    ImageSpec(
+        name="python-data",
+        tag=PYTHON_DATA_IMAGE,
+        folder="python-data",
+        public_base=PUBLIC_BASE_IMAGE,
+        debian_packages=("python3",),
+        default=False,
+        builds_on="python",
+        wheels=DATA_PACKAGES,
     ),
 )
 
@@ -165,9 +183,21 @@ def build_images(
     if unknown:
         known = ", ".join(spec.name for spec in IMAGE_SPECS)
         raise ImageBuildError(f"unknown image {sorted(unknown)}; known images: {known}")
-    built = []
+    built: list[str] = []
     for spec in specs:
-        base_image = _choose_base(client, spec, base, rebuild_base, on_progress)
+        if spec.builds_on is not None:
+            below = next(other for other in IMAGE_SPECS if other.name == spec.builds_on)
+            if below.tag not in built and not _image_exists(client, below.tag):
+                built += build_images(
+                    client,
+                    base=base,
+                    rebuild_base=rebuild_base,
+                    names=(below.name,),
+                    on_progress=on_progress,
+                )
+            base_image = below.tag
+        else:
+            base_image = _choose_base(client, spec, base, rebuild_base, on_progress)
         _build_dockerfile(client, spec, base_image, on_progress)
         built.append(spec.tag)
     return built
@@ -228,7 +258,15 @@ def _build_dockerfile(
     import docker.errors
 
     on_progress(f"building {spec.tag} from {base_image}")
-    with resources.as_file(resources.files("sandcrew.images") / spec.folder) as context:
+    with (
+        resources.as_file(resources.files("sandcrew.images") / spec.folder) as folder,
+        tempfile.TemporaryDirectory(prefix="sandcrew-build-") as scratch,
+    ):
+        context = folder
+        if spec.wheels:
+            context = Path(scratch) / "context"
+            shutil.copytree(folder, context)
+            _download_wheels(spec.wheels, context / "wheels", on_progress)
         try:
             stream: Iterator[dict[str, Any]] = client.api.build(
                 path=str(context),
@@ -248,6 +286,34 @@ def _build_dockerfile(
         except docker.errors.APIError as error:
             raise ImageBuildError(f"building {spec.tag} failed: {error}") from error
     on_progress(f"built {spec.tag}")
+
+
+def _download_wheels(requirements: tuple[str, ...], folder: Path, on_progress: Progress) -> None:
+    """Download the wheels (and pip's own) for the image's Python, here on the host."""
+    folder.mkdir()
+    (folder / "requirements.txt").write_text("\n".join(requirements) + "\n")
+    platforms = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        *(option for platform in platforms for option in ("--platform", platform)),
+        "--dest",
+        str(folder),
+        *requirements,
+        "pip",
+    ]
+    on_progress(f"downloading wheels: {' '.join(requirements)}")
+    _run_streaming(command, on_progress, what="pip download")
 
 
 def make_debian_base(

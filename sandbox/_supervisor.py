@@ -177,9 +177,14 @@ def collect_artifacts(limit_bytes, limit_count):
 """
 
 
-def _runner_table() -> dict[str, tuple[str, tuple[str, ...], dict[str, str]]]:
+def _runner_table() -> dict[str, tuple[str, tuple[str, ...], dict[str, str], dict[str, str]]]:
     return {
-        language: (runner.filename, runner.interpreter, dict(runner.environment))
+        language: (
+            runner.filename,
+            runner.interpreter,
+            dict(runner.environment),
+            dict(runner.support_files),
+        )
         for language, runner in RUNNERS.items()
     }
 
@@ -262,7 +267,7 @@ while received < size + files_size:
 everything = b"".join(chunks)
 program, files = everything[:size], memoryview(everything)[size:]
 del chunks, data
-filename, interpreter, variables = runner
+filename, interpreter, variables, support_files = runner
 say(1, {ACKNOWLEDGEMENT!r})
 
 def become_the_run_uid():
@@ -288,6 +293,11 @@ def become_the_program():
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     say(handle, program)
     os.close(handle)
+    for support_path, text in support_files.items():
+        os.makedirs(os.path.dirname(support_path), 0o700, exist_ok=True)
+        handle = os.open(support_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        write_all(handle, text.encode())
+        os.close(handle)
     unpack_files(files)
     if artifact_count > 0:
         os.mkdir(os.path.join(workdir, OUTPUT_FOLDER), 0o700)

@@ -47,3 +47,19 @@ def png_size(data: bytes) -> tuple[int, int]:
     assert zlib.crc32(data[12 : 16 + length]) == crc
     width, height = struct.unpack(">II", data[16:24])
     return width, height
+
+
+DATA_IMAGE = "sandcrew/python-data:latest"
+
+# pandas reads the CSV and prints a summary; the figure is only shown, never saved:
+# the sandbox saves it as out/figure-1.png.
+PANDAS_PLOT_PROGRAM = """\
+import pandas as pd
+import matplotlib.pyplot as plt
+
+frame = pd.read_csv("data.csv")
+print(frame["temp"].describe()[["count", "mean", "max"]].to_string())
+frame.plot.bar(x="city", y="temp")
+plt.show()
+"""
+PANDAS_SUMMARY = "count     4.00\nmean     15.25\nmax      24.00\n"
