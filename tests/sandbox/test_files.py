@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import docker
 import pytest
 
@@ -146,3 +148,10 @@ async def test_names_with_control_characters_are_left_out(sandbox: DockerSandbox
 
     assert [item.name for item in result.artifacts] == ["fine.txt"]
     assert result.artifacts_skipped == ("'\\x1b[31mred': control characters in the name",)
+
+
+async def test_a_missing_host_file_is_a_clear_error(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"input file not found: .*nothing\.csv"):
+        await sandbox.run("print(1)", files={"data.csv": tmp_path / "nothing.csv"})
+    with pytest.raises(UserError, match="is a folder"):
+        await sandbox.run("print(1)", files={"data.csv": tmp_path})
