@@ -3,13 +3,17 @@
 Every sandbox container starts as root with only the SETUID, SETGID, SETPCAP and
 KILL capabilities (and no-new-privileges) and runs this small Python
 supervisor, passed on the command line so the image needs nothing of ours. It
-waits on stdin for ``"<language> <size> <nonce> <watchdog>\\n"`` followed by
-exactly ``size`` bytes of program, prints one acknowledgement byte on stdout,
+waits on stdin for ``"<language> <size> <nonce> <watchdog> <files size>
+<artifact bytes> <artifact count>\\n"`` followed by exactly ``size`` bytes of
+program and ``files size`` bytes of input files (see :func:`pack_files`),
+prints one acknowledgement byte on stdout,
 and forks a child that raises its own OOM score (so the kernel's OOM killer
 takes the program, not the supervisor), empties its capability bounding set,
 drops to the container's run uid (``setgroups([])``, ``setresgid``,
 ``setresuid``), writes the program into the work dir (a tmpfs owned by that
-uid) and execs the language's interpreter with stdin on ``/dev/null``.
+uid), unpacks the input files there (mode 0444, names checked again, links
+never followed), makes the empty ``out`` folder and execs the language's
+interpreter with stdin on ``/dev/null``.
 
 Why the exit status cannot be forged: the nonce arrives on stdin, never in argv
 or the environment, and lives only in the supervisor's memory (the child's copy
@@ -18,7 +22,10 @@ program's, and is not dumpable, so the program can neither ptrace it (our
 seccomp profile also refuses ptrace), read its ``/proc/<pid>/mem`` or
 ``environ``, nor signal it. When the child has ended, the supervisor SIGKILLs
 every other process of the container until none is left (so nothing the
-program left behind can print after it), then prints the trailer
+program left behind can print after it). With an artifact count above 0 it
+then forks a collector that drops to the run uid and prints
+``"\\x1e<nonce>:A<length>\\n"`` and the artifacts frame (a JSON listing line,
+then the files' bytes) on stdout. Last it prints the trailer
 ``"\\x1e<nonce>:<status>\\n"`` on stdout and on stderr and exits with the
 program's status. Each stream is in order, so once both trailers are in, all
 the program's output is; the stream reader strips them. A program can print

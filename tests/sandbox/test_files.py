@@ -9,6 +9,8 @@ import pytest
 
 from sandcrew.errors import UserError
 from sandcrew.sandbox import DockerSandbox, SandboxConfig
+from sandcrew.sandbox._files import parse_artifacts
+from sandcrew.sandbox._streams import CappedBuffer, TrailedStream
 from tests.programs_files import CSV, CSV_SUMMARY, CSV_TO_PNG_PROGRAM, png_size
 
 pytestmark = pytest.mark.docker
@@ -155,3 +157,28 @@ async def test_a_missing_host_file_is_a_clear_error(sandbox: DockerSandbox, tmp_
         await sandbox.run("print(1)", files={"data.csv": tmp_path / "nothing.csv"})
     with pytest.raises(UserError, match="is a folder"):
         await sandbox.run("print(1)", files={"data.csv": tmp_path})
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 4096])
+def test_the_artifacts_frame_is_taken_off_stdout_however_it_is_split(chunk_size: int) -> None:
+    mark = b"\x1eNONCE:"
+    frame = b'{"files": [{"name": "a.txt", "size": 3}], "skipped": [], "truncated": false}\nabc'
+    stdout = b"printed\n" + mark + b"A" + str(len(frame)).encode() + b"\n" + frame + mark + b"0\n"
+    stream = TrailedStream(CappedBuffer(1 << 20), mark, CappedBuffer(1 << 20))
+    for start in range(0, len(stdout), chunk_size):
+        stream.feed(stdout[start : start + chunk_size])
+    stream.finish()
+
+    assert (bytes(stream.sink.data), stream.status) == (b"printed\n", 0)
+    assert stream.artifacts is not None
+    artifacts, truncated, skipped = parse_artifacts(bytes(stream.artifacts.data), received_all=True)
+    assert [(item.name, item.data, item.media_type) for item in artifacts] == [
+        ("a.txt", b"abc", "text/plain")
+    ]
+    assert (truncated, skipped) == (False, [])
+
+
+def test_an_artifacts_frame_over_the_host_cap_gives_nothing_but_the_flag() -> None:
+    artifacts, truncated, skipped = parse_artifacts(b"{...", received_all=False)
+    assert (artifacts, truncated) == ([], True)
+    assert skipped == ["the artifacts exceeded what the host accepts"]
