@@ -84,6 +84,8 @@ RUNNERS: dict[str, LanguageRunner] = {
 }
 
 SUPPORTED_LANGUAGES: tuple[str, ...] = tuple(RUNNERS)
+OPTIONAL_LANGUAGES = frozenset({"javascript"})
+"""Languages whose default image is built only on request (``sandcrew images build node``)."""
 
 
 def normalize_language(tag: str | None) -> str | None:

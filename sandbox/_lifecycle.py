@@ -22,7 +22,6 @@ from functools import partial
 from types import FrameType
 
 import docker
-import docker.errors
 
 from ..core import UserError
 from ._config import SandboxConfig
@@ -84,10 +83,6 @@ class ContainerSupply:
 
     def _open_pools(self, api: docker.APIClient) -> None:
         for image in self._images:
-            if not _image_present(api, image):
-                # An optional image (say, node) not built here: its runs launch their
-                # own container and report the missing image.
-                continue
             pool = ContainerPool(
                 size=self._config.pool_size,
                 idle_seconds=self._config.pool_idle_seconds,
@@ -221,13 +216,3 @@ def treat_sigterm_as_interrupt() -> None:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
-
-
-def _image_present(api: docker.APIClient, image: str) -> bool:
-    try:
-        api.inspect_image(image)  # type: ignore[no-untyped-call]  # docker's stubs lack it
-    except docker.errors.ImageNotFound:
-        return False
-    except docker.errors.APIError:
-        return True  # let the pool's launches report what is wrong
-    return True

@@ -22,7 +22,7 @@ from ._deadlines import run_limit
 from ._errors import CodeTooLargeError, EmptyCodeError, SandboxError, UnsupportedLanguageError
 from ._execution import execute, judge
 from ._files import load_input_files
-from ._languages import SUPPORTED_LANGUAGES, normalize_language
+from ._languages import OPTIONAL_LANGUAGES, SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import ContainerSupply
 from ._result import ExecutionResult
 from ._supervisor import program_delivery
@@ -57,7 +57,15 @@ class DockerSandbox:
         docker_client: docker.DockerClient | None = None,
     ) -> None:
         self.config = config if config is not None else SandboxConfig()
-        images = sorted({self.config.images[language] for language in self.supported_languages})
+        # Pools hold containers for the default languages' images only: an optional
+        # language's image (node) may be missing, and its runs start their own.
+        images = sorted(
+            {
+                self.config.images[language]
+                for language in self.supported_languages
+                if language not in OPTIONAL_LANGUAGES
+            }
+        )
         self._supply = ContainerSupply(self.config, docker_client, images)
 
     @property
