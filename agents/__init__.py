@@ -17,6 +17,7 @@ from ._agent import (
     ToolChoice,
     use,
 )
+from ._endpoint import DEFAULT_MODEL, ModelEndpoint
 from ._function_call import (
     FunctionCallAttempt,
     FunctionCallMiddleware,
@@ -45,7 +46,15 @@ from ._messages import (
     is_clear,
     terminate_message,
 )
-from ._openai_agent import AGENT_HEADER, OpenAIChatAgent
+from ._openai_agent import (
+    AGENT_HEADER,
+    EmptyReplyError,
+    EndpointTimeoutError,
+    ModelReplyError,
+    OpenAIChatAgent,
+    ToolsUnsupportedError,
+    spent_usage,
+)
 from ._orchestrators import (
     AmbiguousWorkflowError,
     OrchestrationContext,
@@ -70,13 +79,21 @@ from ._stop_policy import (
     is_terminate,
     read_completion,
 )
+from ._tokens import (
+    CHARS_PER_TOKEN,
+    TokenBudgetExhaustedError,
+    TokenMeter,
+    estimate_tokens,
+)
 from ._trim import TrimContextMiddleware
 from ._two_agent import GroupChatManager, initiate_chat, send
 
 __all__ = [
     "AGENT_HEADER",
+    "CHARS_PER_TOKEN",
     "CLEAR_MESSAGES",
     "COMPLETE_SIGNAL",
+    "DEFAULT_MODEL",
     "HUMAN_INPUT_PROMPT",
     "TERMINATE",
     "Agent",
@@ -89,6 +106,8 @@ __all__ = [
     "ChatStream",
     "Condition",
     "DefaultReplyAgent",
+    "EmptyReplyError",
+    "EndpointTimeoutError",
     "FinalAnswer",
     "FunctionCallAttempt",
     "FunctionCallMiddleware",
@@ -102,6 +121,8 @@ __all__ = [
     "Message",
     "Middleware",
     "MiddlewareAgent",
+    "ModelEndpoint",
+    "ModelReplyError",
     "OpenAIChatAgent",
     "OrchestrationContext",
     "Orchestrator",
@@ -113,17 +134,21 @@ __all__ = [
     "StopReason",
     "StopRule",
     "TextMessage",
+    "TokenBudgetExhaustedError",
+    "TokenMeter",
     "ToolCall",
     "ToolCallMessage",
     "ToolCallResult",
     "ToolChoice",
     "ToolResultMessage",
+    "ToolsUnsupportedError",
     "Transition",
     "TrimContextMiddleware",
     "UnsignalledCompletion",
     "Usage",
     "UserProxyAgent",
     "WorkflowOrchestrator",
+    "estimate_tokens",
     "final_answer",
     "initiate_chat",
     "is_clear",
@@ -132,6 +157,7 @@ __all__ = [
     "read_completion",
     "render_message",
     "send",
+    "spent_usage",
     "strip_reasoning",
     "terminate_message",
     "trim_text",

@@ -9,12 +9,20 @@
 * If the last incoming message is a pending :class:`ToolCallMessage` from someone else, it
   is executed without calling the model (AutoGen.NET's behaviour).
 
-Required-call policy (``required=True``): when the model makes no call, or any call has
-invalid arguments or names an unknown function, it is asked again — the original messages
-plus a user message with the exact problems — up to ``max_attempts`` attempts in all.
-``tool_choice`` escalates: the first attempt uses the caller's choice (default ``"auto"``);
-later attempts force the function by name (one function) or ``"required"`` (several). When
-the attempts run out, :class:`FunctionCallRequiredError` carries every attempt.
+Loose arguments that can be read only one way are repaired by the function's wrapper (a
+code fence, ``"true"`` for ``true`` …); the call is then recorded with the arguments actually
+used, and the repair is described in the reply's ``notes``.
+
+Required-call policy (``required=True``): when the model makes no call (an empty reply
+included), or any call has invalid arguments or names an unknown function, or it calls one
+function several times with different arguments (ambiguous: no call is taken), it is asked
+again — the original messages plus a user message with the exact problems — up to
+``max_attempts`` attempts in all. ``tool_choice``: with one function it is forced by name
+from the first attempt (local servers often answer ``"auto"`` with nothing); with several,
+the first attempt uses the caller's choice (default ``"auto"``) and later ones
+``"required"``. A forced choice answered with an empty reply (as some servers do) is followed
+by an ``"auto"`` attempt. When the attempts run out, :class:`FunctionCallRequiredError`
+carries every attempt.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from ._messages import (
     Usage,
     add_usage,
 )
+from ._openai_agent import EmptyReplyError
+from ._tool_text import canonical_arguments
 
 if TYPE_CHECKING:
     from ..functions import FunctionTool
@@ -50,11 +60,26 @@ class FunctionCallAttempt:
 
 
 class FunctionCallRequiredError(ModelBehaviorError):
-    """The model did not make a valid call to the required function(s) in time."""
+    """The model did not make a valid call to the required function(s) in time; ``usage``
+    is what the attempts cost."""
 
-    def __init__(self, message: str, attempts: Sequence[FunctionCallAttempt]) -> None:
+    def __init__(
+        self,
+        message: str,
+        attempts: Sequence[FunctionCallAttempt],
+        *,
+        usage: Usage | None = None,
+    ) -> None:
         super().__init__(message)
         self.attempts = list(attempts)
+        self.usage = usage
+
+    @property
+    def made_no_call(self) -> bool:
+        """No attempt called anything (empty or text replies only)."""
+        return all(
+            not isinstance(a.reply, ToolCallMessage | AggregateMessage) for a in self.attempts
+        )
 
 
 class FunctionCallMiddleware:
@@ -99,9 +124,19 @@ class FunctionCallMiddleware:
 
         options = self._with_tools(options)
         if not self.required:
-            reply = await agent.generate_reply(messages, options)
+            try:
+                reply = await agent.generate_reply(messages, options)
+            except EmptyReplyError as error:
+                # Once more; an empty reply from a local server is often a fluke.
+                reply = await agent.generate_reply(messages, options)
+                reply = reply.model_copy(
+                    update={
+                        "usage": add_usage(error.usage, reply.usage),
+                        "notes": [*error.notes, *reply.notes],
+                    }
+                )
             if isinstance(reply, ToolCallMessage):
-                aggregate, _ = await self._aggregate(reply, agent.name, reply.usage)
+                aggregate, _ = await self._aggregate(reply, agent.name, reply.usage, [])
                 return aggregate
             return reply
         return await self._required_call(messages, options, agent)
@@ -116,28 +151,60 @@ class FunctionCallMiddleware:
     ) -> Message:
         attempts: list[FunctionCallAttempt] = []
         usage: Usage | None = None
+        notes: list[str] = []
         feedback: str | None = None
+        tool_choice: ToolChoice = options.tool_choice or (
+            self._forced_choice() if len(self.functions) == 1 else "auto"
+        )
         for number in range(1, self.max_attempts + 1):
-            tool_choice = options.tool_choice or "auto"
-            if number > 1:
-                tool_choice = self._forced_choice()
             prompt = list(messages)
             if feedback is not None:
                 prompt.append(TextMessage(role="user", content=feedback))
-            reply = await agent.generate_reply(
-                prompt, options.model_copy(update={"tool_choice": tool_choice})
-            )
+            asked = tool_choice
+            try:
+                reply = await agent.generate_reply(
+                    prompt, options.model_copy(update={"tool_choice": asked})
+                )
+            except EmptyReplyError as error:
+                usage = add_usage(usage, error.usage)
+                reply = TextMessage(content="", sender=agent.name, usage=error.usage)
+                errors = [f"empty reply (tool_choice {_choice_text(asked)})"]
+                attempts.append(FunctionCallAttempt(reply, errors))
+                notes.append(f"attempt {number}: {errors[0]}")
+                feedback = self._must_call_text()
+                # Some servers answer a forced choice with nothing: let the model choose.
+                tool_choice = "auto" if isinstance(asked, dict) else self._forced_choice()
+                continue
             usage = add_usage(usage, reply.usage)
+            notes.extend(reply.notes)
+            tool_choice = self._forced_choice()
             if not isinstance(reply, ToolCallMessage):
                 errors = [self._must_call_text()]
                 attempts.append(FunctionCallAttempt(reply, errors))
+                notes.append(f"attempt {number}: no call ({_shown(reply.content)})")
                 feedback = errors[0]
                 continue
-            aggregate, problems = await self._aggregate(reply, agent.name, usage)
+            ambiguous = _disagreeing_calls(reply.tool_calls)
+            if ambiguous:
+                errors = [
+                    f"{name}: called {count} times with different arguments; which one is "
+                    "meant is ambiguous, so none was taken"
+                    for name, count in ambiguous.items()
+                ]
+                attempts.append(FunctionCallAttempt(reply, errors))
+                notes.append(f"attempt {number}: {' | '.join(errors)}")
+                feedback = (
+                    "Your calls disagree: "
+                    + "; ".join(errors)
+                    + ". Make exactly one call with your final answer."
+                )
+                continue
+            aggregate, problems = await self._aggregate(reply, agent.name, usage, notes)
             if not problems:
                 return aggregate
             errors = [f"{call.name}: {problem}" for call, problem in problems]
             attempts.append(FunctionCallAttempt(aggregate, errors))
+            notes.append(f"attempt {number}: {' | '.join(errors)}")
             feedback = self._fix_arguments_text(problems)
         summary = "; ".join(
             f"attempt {index}: {' | '.join(attempt.errors)}"
@@ -147,6 +214,7 @@ class FunctionCallMiddleware:
             f"agent {agent.name!r} did not make a valid call to "
             f"{' or '.join(self.function_names)} in {self.max_attempts} attempt(s): {summary}",
             attempts,
+            usage=usage,
         )
 
     def _forced_choice(self) -> ToolChoice:
@@ -165,34 +233,67 @@ class FunctionCallMiddleware:
         return "\n".join(lines)
 
     async def _aggregate(
-        self, reply: ToolCallMessage, sender: str, usage: Usage | None
+        self, reply: ToolCallMessage, sender: str, usage: Usage | None, notes: list[str]
     ) -> tuple[AggregateMessage, list[tuple[ToolCall, str]]]:
         """Run every call; also return each failed call with its exact problems."""
+        calls: list[ToolCall] = []
         results: list[ToolCallResult] = []
         problems: list[tuple[ToolCall, str]] = []
+        repairs: list[str] = []
         for call in reply.tool_calls:
-            result, errors = await self._execute(call)
+            result, errors, used = await self._execute(call)
+            if used.arguments != call.arguments:
+                repairs.append(f"repaired the call to {call.name}: {'; '.join(errors)}")
+                errors = []
+            calls.append(used)
             results.append(result)
             if not result.ok:
                 problems.append((call, "; ".join(errors) or result.content))
         aggregate = AggregateMessage(
-            tool_calls=reply.tool_calls,
+            tool_calls=calls,
             results=results,
             text=reply.text,
             sender=reply.sender or sender,
             usage=usage,
+            notes=list(dict.fromkeys([*notes, *reply.notes, *repairs])),
         )
         return aggregate, problems
 
-    async def _execute(self, call: ToolCall) -> tuple[ToolCallResult, list[str]]:
+    async def _execute(self, call: ToolCall) -> tuple[ToolCallResult, list[str], ToolCall]:
+        """The result, its problems (or, for a repaired call, its repairs) and the call as
+        it was made (with the repaired arguments)."""
         tool = self.functions.get(call.name)
         if tool is None:
             available = ", ".join(self.function_names)
             text = f"Function {call.name} is not available; available functions are: {available}"
-            return ToolCallResult(id=call.id, name=call.name, content=text, ok=False), [text]
+            return ToolCallResult(id=call.id, name=call.name, content=text, ok=False), [text], call
         result = await tool.acall_json(call.arguments)
         outcome = ToolCallResult(id=call.id, name=call.name, content=result.content, ok=result.ok)
-        return outcome, list(result.errors)
+        if result.ok and result.arguments is not None:
+            used = call.model_copy(update={"arguments": result.arguments})
+            return outcome, list(result.repairs), used
+        return outcome, list(result.errors), call
+
+
+def _disagreeing_calls(calls: Sequence[ToolCall]) -> dict[str, int]:
+    """Functions called more than once with different arguments, with their call counts."""
+    seen: dict[str, set[str]] = {}
+    for call in calls:
+        seen.setdefault(call.name, set()).add(canonical_arguments(call.arguments))
+    return {name: len(variants) for name, variants in seen.items() if len(variants) > 1}
+
+
+def _choice_text(choice: ToolChoice) -> str:
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        return f"forcing {name}"
+    return repr(choice)
+
+
+def _shown(text: str) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _tool_name(tool: dict[str, Any]) -> str | None:

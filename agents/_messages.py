@@ -30,12 +30,16 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    estimated: bool = False
+    """Some of these tokens were estimated (the endpoint reported no usage, or a request
+    ended without a reply)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
 
@@ -59,6 +63,9 @@ class _MessageBase(BaseModel):
     """Tokens spent by the model call that produced this message, when a model did."""
     terminate: bool = False
     """Set to end a group chat regardless of the content."""
+    notes: list[str] = Field(default_factory=list)
+    """What was done to make sense of the model's reply (a repaired call, an empty reply
+    asked again …); kept for the transcript, never sent to a model."""
 
 
 class TextMessage(_MessageBase):

@@ -13,7 +13,7 @@ from ._errors import (
     SandcrewError,
     UserError,
 )
-from ._text import trim_middle
+from ._text import describe_invalid_value, trim_middle
 
 __all__ = [
     "ConfigurationError",
@@ -22,5 +22,6 @@ __all__ = [
     "ModelBehaviorError",
     "SandcrewError",
     "UserError",
+    "describe_invalid_value",
     "trim_middle",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 _MARKER_ROOM = 40
 """Characters reserved for the ``… [N characters trimmed] …`` marker."""
 
@@ -18,3 +21,13 @@ def trim_middle(text: str, max_chars: int) -> str:
     tail = keep - head
     trimmed = len(text) - head - tail
     return f"{text[:head]}\n… [{trimmed} characters trimmed] …\n{text[len(text) - tail :]}"
+
+
+def describe_invalid_value(problem: Mapping[str, Any]) -> str:
+    """One validation problem (an item of pydantic's ``errors()``) as ``field: why (got …)``."""
+    location = ".".join(str(part) for part in problem.get("loc", ()))
+    message = str(problem.get("msg", "invalid value")).removeprefix("Value error, ")
+    shown = f"{location}: {message}" if location else message
+    if "(got " in message:
+        return shown
+    return f"{shown} (got {problem.get('input')!r})"

@@ -2,6 +2,12 @@
 
 Every problem becomes one line that starts with the JSON pointer of the offending value
 (``/items/2: 'x' is not of type 'integer'``); the message ends with the fix.
+
+Servers that do not enforce the schema send loose arguments. What can be read in only one
+way is repaired before validation, and every repair is described (``ToolResult.repairs``):
+a JSON object wrapped in a code fence or followed by text; ``"true"``/``"false"`` where the
+parameter is a boolean; an unknown extra argument dropped when everything else is valid.
+Anything else is refused with the exact problems.
 """
 
 from __future__ import annotations
@@ -79,6 +85,103 @@ def parse_arguments(arguments: str, schema: JsonSchema) -> dict[str, Any] | Argu
             example=example,
         )
     return value
+
+
+_FENCE = re.compile(r"\A```[\w+-]*[ \t]*\n(?P<body>.*?)\n?[ \t]*```(?P<rest>.*)\Z", re.DOTALL)
+_REST_SHOWN = 40
+
+
+@dataclass(frozen=True)
+class ReadArguments:
+    """Arguments parsed from the model's text, with the repairs that made them readable."""
+
+    value: dict[str, Any]
+    repairs: list[str] = field(default_factory=list)
+
+
+def read_arguments(arguments: str, schema: JsonSchema) -> ReadArguments | ArgumentProblems:
+    """Like :func:`parse_arguments`, but first unwraps a code fence and drops text that
+    follows a complete JSON object (saying so in ``repairs``)."""
+    repairs: list[str] = []
+    text = arguments.strip()
+    fenced = _FENCE.match(text)
+    if fenced is not None:
+        text = fenced.group("body").strip()
+        repairs.append("took the arguments out of a code fence")
+        if fenced.group("rest").strip():
+            repairs.append(f"ignored the text after the fence: {_shown(fenced.group('rest'))}")
+    parsed = parse_arguments(text, schema)
+    if isinstance(parsed, ArgumentProblems) and text.startswith("{"):
+        try:
+            value, end = json.JSONDecoder(parse_constant=_reject_constant).raw_decode(text)
+        except ValueError:
+            return parsed
+        if not isinstance(value, dict):
+            return parsed
+        repairs.append(f"ignored the text after the JSON object: {_shown(text[end:])}")
+        parsed = value
+    if isinstance(parsed, ArgumentProblems):
+        return parsed
+    return ReadArguments(parsed, repairs)
+
+
+def repair_values(validator: Draft202012Validator, value: dict[str, Any]) -> ReadArguments | None:
+    """``value`` with its loose top-level arguments repaired, or ``None`` when no repair
+    makes it valid (the caller then reports the problems of what the model sent).
+
+    Repairs: ``"true"``/``"false"`` for a boolean parameter, and an unknown argument dropped
+    when the function declares it has no others.
+    """
+    schema: JsonSchema = validator.schema if isinstance(validator.schema, dict) else {}
+    properties: dict[str, JsonSchema] = schema.get("properties", {})
+    repaired: dict[str, Any] = {}
+    repairs: list[str] = []
+    for name, item in value.items():
+        if name not in properties:
+            if schema.get("additionalProperties") is False and not schema.get("patternProperties"):
+                repairs.append(f"dropped the unknown argument {name!r}")
+                continue
+            repaired[name] = item
+            continue
+        fixed = _loose_scalar(item, _accepted_types(properties[name]))
+        if fixed is not _UNCHANGED:
+            repairs.append(f"read {name}={json.dumps(item)} as {json.dumps(fixed)}")
+            repaired[name] = fixed
+        else:
+            repaired[name] = item
+    if not repairs or not validator.is_valid(repaired):
+        return None
+    return ReadArguments(repaired, repairs)
+
+
+_UNCHANGED: Any = object()
+
+
+def _accepted_types(schema: JsonSchema) -> set[str]:
+    types: set[str] = set()
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        types.add(declared)
+    elif isinstance(declared, list):
+        types.update(str(kind) for kind in declared)
+    for branch in schema.get("anyOf", []) + schema.get("oneOf", []):
+        if isinstance(branch, dict):
+            types |= _accepted_types(branch)
+    return types
+
+
+def _loose_scalar(item: Any, types: set[str]) -> Any:
+    if not isinstance(item, str) or "string" in types:
+        return _UNCHANGED
+    word = item.strip()
+    if "boolean" in types and word.lower() in ("true", "false"):
+        return word.lower() == "true"
+    return _UNCHANGED
+
+
+def _shown(text: str) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= _REST_SHOWN else text[: _REST_SHOWN - 3] + "...")
 
 
 def schema_problems(validator: Draft202012Validator, instance: Any) -> ArgumentProblems | None:

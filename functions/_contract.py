@@ -100,6 +100,8 @@ class ToolResult(BaseModel):
     ``content`` is the text to give back to the model: the serialized result when ``ok``,
     otherwise a short explanation naming the function, the problem and the fix.
     ``errors`` has one line per problem (with its JSON-pointer path) and is empty when ok.
+    ``repairs`` says how loose arguments were read (a code fence removed, ``"true"`` read as
+    ``true`` …); ``arguments`` is then the JSON text that was actually used.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -108,6 +110,8 @@ class ToolResult(BaseModel):
     ok: bool
     content: str
     errors: list[str] = Field(default_factory=list)
+    repairs: list[str] = Field(default_factory=list)
+    arguments: str | None = None
 
 
 def _assemble(parameters: list[ParameterContract], *, strict: bool) -> tuple[JsonSchema, list[str]]:

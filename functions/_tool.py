@@ -6,6 +6,7 @@ import asyncio
 import copy
 import functools
 import inspect
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, ParamSpec, Self, TypeVar, cast, overload
 
@@ -15,8 +16,11 @@ from pydantic import ValidationError as PydanticValidationError
 from ..core import UserError
 from ._arguments import (
     ArgumentProblems,
+    ReadArguments,
     parse_arguments,
     pydantic_problems,
+    read_arguments,
+    repair_values,
     schema_problems,
 )
 from ._build import FunctionSpec, inspect_function
@@ -34,9 +38,11 @@ _MAX_EXCEPTION_TEXT = 500
 class _PreparedCall:
     """Validated, converted arguments ready to be passed to the function."""
 
-    def __init__(self, args: list[Any], kwargs: dict[str, Any]) -> None:
+    def __init__(self, args: list[Any], kwargs: dict[str, Any], read: ReadArguments) -> None:
         self.args = args
         self.kwargs = kwargs
+        self.repairs = read.repairs
+        self.arguments = json.dumps(read.value) if read.repairs else None
 
 
 class FunctionTool(Generic[P, R]):
@@ -109,8 +115,11 @@ class FunctionTool(Generic[P, R]):
         """
         return self._spec.contract.to_openai_tool(strict=self._strict)
 
-    def call_json(self, arguments: str) -> ToolResult:
+    def call_json(self, arguments: str, *, repair: bool = True) -> ToolResult:
         """Validate the model's JSON arguments, call the function and serialize its result.
+
+        Loose arguments that can be read only one way are repaired first (``repair=False``
+        refuses them instead, for callers that are programs rather than models).
 
         An async function is run to completion here; inside a running event loop use
         :meth:`acall_json` instead.
@@ -121,7 +130,7 @@ class FunctionTool(Generic[P, R]):
                 f"{self.name}.call_json() cannot run the async function inside a running event "
                 f"loop; use `await {self.name}.acall_json(...)`"
             )
-        prepared = self._prepare(arguments)
+        prepared = self._prepare(arguments, repair=repair)
         if isinstance(prepared, ToolResult):
             return prepared
         try:
@@ -132,12 +141,12 @@ class FunctionTool(Generic[P, R]):
                 value = self._invoke(prepared)
         except Exception as error:
             return self._raised(error)
-        return self._result(value)
+        return self._result(value, prepared)
 
-    async def acall_json(self, arguments: str) -> ToolResult:
+    async def acall_json(self, arguments: str, *, repair: bool = True) -> ToolResult:
         """Like :meth:`call_json`; a sync function runs in a worker thread."""
         self._check_arguments_type(arguments)
-        prepared = self._prepare(arguments)
+        prepared = self._prepare(arguments, repair=repair)
         if isinstance(prepared, ToolResult):
             return prepared
         try:
@@ -147,7 +156,7 @@ class FunctionTool(Generic[P, R]):
                 value = await asyncio.to_thread(self._invoke, prepared)
         except Exception as error:
             return self._raised(error)
-        return self._result(value)
+        return self._result(value, prepared)
 
     def _bind(self, receiver: object) -> FunctionTool[..., R]:
         bound = copy.copy(self)
@@ -161,13 +170,22 @@ class FunctionTool(Generic[P, R]):
                 f"(got {type(arguments).__name__}); pass json.dumps(arguments)"
             )
 
-    def _prepare(self, arguments: str) -> _PreparedCall | ToolResult:
-        parsed = parse_arguments(arguments, self._schema)
-        if isinstance(parsed, ArgumentProblems):
-            return self._refused(parsed)
-        problems = schema_problems(self._validator, parsed)
+    def _prepare(self, arguments: str, *, repair: bool) -> _PreparedCall | ToolResult:
+        read: ReadArguments | ArgumentProblems
+        if repair:
+            read = read_arguments(arguments, self._schema)
+        else:
+            parsed = parse_arguments(arguments, self._schema)
+            read = parsed if isinstance(parsed, ArgumentProblems) else ReadArguments(parsed)
+        if isinstance(read, ArgumentProblems):
+            return self._refused(read)
+        problems = schema_problems(self._validator, read.value)
         if problems is not None:
-            return self._refused(problems)
+            repaired = repair_values(self._validator, read.value) if repair else None
+            if repaired is None:
+                return self._refused(problems)
+            read = ReadArguments(repaired.value, [*read.repairs, *repaired.repairs])
+        parsed = read.value
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         errors: dict[str, PydanticValidationError] = {}
@@ -196,7 +214,7 @@ class FunctionTool(Generic[P, R]):
                 kwargs[binding.name] = value
         if errors:
             return self._refused(pydantic_problems(errors))
-        return _PreparedCall(args, kwargs)
+        return _PreparedCall(args, kwargs, read)
 
     def _invoke(self, prepared: _PreparedCall) -> Any:
         if self._receiver is not _UNBOUND:
@@ -228,7 +246,7 @@ class FunctionTool(Generic[P, R]):
             errors=[f"(root): {described}"],
         )
 
-    def _result(self, value: object) -> ToolResult:
+    def _result(self, value: object, prepared: _PreparedCall) -> ToolResult:
         try:
             content = serialize_result(value)
         except TypeError as error:
@@ -241,7 +259,13 @@ class FunctionTool(Generic[P, R]):
                 ),
                 errors=[f"(root): result not serializable: {error}"],
             )
-        return ToolResult(function_name=self.name, ok=True, content=content)
+        return ToolResult(
+            function_name=self.name,
+            ok=True,
+            content=content,
+            repairs=prepared.repairs,
+            arguments=prepared.arguments,
+        )
 
 
 @overload

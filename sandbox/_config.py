@@ -57,9 +57,25 @@ _MINIMUMS: dict[str, int] = {
 }
 
 
+# Upper bounds: far above any sane sandbox run, and low enough that every deadline and
+# watchdog derived from them stays finite and representable (a 1e10 s timeout overflowed
+# the host's timer and silently dropped the deadline).
+MAX_TIMEOUT_SECONDS = 24 * 3600.0
+"""A run lasts one day at most; longer jobs are not throwaway sandbox runs."""
+_MAXIMUMS: dict[str, float] = {
+    "timeout": MAX_TIMEOUT_SECONDS,
+    "memory_bytes": 1024**4,  # 1 TiB: more than any single engine host we target
+    "cpus": 1024,
+    "pool_idle_seconds": MAX_TIMEOUT_SECONDS,
+    "reap_grace_seconds": MAX_TIMEOUT_SECONDS,
+    "docker_timeout": MAX_TIMEOUT_SECONDS,
+}
+
+
 def _format_bytes(value: int) -> str:
-    if value % MIB == 0:
-        return f"{value // MIB} MiB"
+    for unit, size in (("TiB", MIB * 1024 * 1024), ("GiB", MIB * 1024), ("MiB", MIB)):
+        if value % size == 0:
+            return f"{value // size} {unit}"
     return f"{value} bytes"
 
 
@@ -171,8 +187,12 @@ class SandboxConfig(BaseModel):
     @field_validator("cpus", "reap_grace_seconds", "docker_timeout", "pool_idle_seconds")
     @classmethod
     def _positive_number(cls, value: float, info: Any) -> float:
+        name: str = info.field_name
         if not value > 0:
-            raise ValueError(f"{info.field_name} must be > 0 (got {value:g})")
+            raise ValueError(f"{name} must be > 0 (got {value:g})")
+        maximum = _MAXIMUMS[name]
+        if not value <= maximum:
+            raise ValueError(f"{name} must be at most {maximum:g} seconds (got {value:g})")
         return value
 
     @field_validator(
@@ -199,6 +219,11 @@ class SandboxConfig(BaseModel):
         if minimum is not None and value < minimum:
             shown = _format_bytes(minimum) if name.endswith("_bytes") else str(minimum)
             raise ValueError(f"{name} must be at least {shown} (got {value})")
+        maximum = _MAXIMUMS.get(name)
+        if maximum is not None and value > maximum:
+            raise ValueError(
+                f"{name} must be at most {_format_bytes(int(maximum))} (got {_format_bytes(value)})"
+            )
         return value
 
     @field_validator("core_dump_limit_bytes", "pool_size", "max_artifacts")

@@ -1,87 +1,233 @@
-"""Crew settings from flags, the environment and an optional TOML file, read once at the edge.
+"""The one configuration edge: flags, environment and a TOML file become settings here.
 
-Precedence: command-line flags, then environment variables, then the config file, then
-the defaults of :class:`~sandcrew.crew.CrewSettings`.
+Precedence (highest first): command-line flags, ``SANDCREW_*`` environment variables,
+``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``SANDCREW_MODEL``, the config file, then the
+defaults of :class:`~sandcrew.crew.CrewSettings` (which validates every value, once).
 
-Environment: ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``SANDCREW_MODEL``, ``SANDCREW_MODE``,
-``SANDCREW_MAX_ROUNDS``, ``SANDCREW_TOKEN_BUDGET``, ``SANDCREW_TIME_BUDGET`` and
-``SANDCREW_CONFIG`` (the file's path). Without ``SANDCREW_CONFIG`` or ``--config``,
-``~/.config/sandcrew/config.toml`` is read when it exists.
+Environment: ``SANDCREW_MODE``, ``SANDCREW_MAX_ROUNDS``, ``SANDCREW_TOKEN_BUDGET``,
+``SANDCREW_TIME_BUDGET``, nested fields with ``__`` (``SANDCREW_ENDPOINT__TIMEOUT``,
+``SANDCREW_SANDBOX__TIMEOUT``), and ``SANDCREW_CONFIG`` (the file's path). Without
+``SANDCREW_CONFIG`` or ``--config``, ``~/.config/sandcrew/config.toml`` is read when it exists.
 
-The file holds the same keys as ``CrewSettings`` (``model``, ``base_url``, ``mode``,
-``max_rounds``, ``[role_models]``, ``[sandbox]`` …).
+The file holds the same keys as ``CrewSettings``::
+
+    mode = "workflow"
+    max_rounds = 20
+    [endpoint]
+    model = "qwen2.5-coder"
+    base_url = "http://localhost:11434/v1"
+    timeout = 120
+    [role_models]
+    reviewer = "gpt-4o-mini"
+    [sandbox]
+    timeout = 10
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
-from sandcrew.crew import CrewSettings
+from sandcrew.crew import CrewSettings, InvalidSettings
 from sandcrew.errors import ConfigurationError
-
-_ENVIRONMENT_KEYS = {
-    "OPENAI_API_KEY": "api_key",
-    "OPENAI_BASE_URL": "base_url",
-    "SANDCREW_MODEL": "model",
-    "SANDCREW_MODE": "mode",
-    "SANDCREW_MAX_ROUNDS": "max_rounds",
-    "SANDCREW_TOKEN_BUDGET": "token_budget",
-    "SANDCREW_TIME_BUDGET": "time_budget",
-}
 
 DEFAULT_CONFIG_PATH = Path("~/.config/sandcrew/config.toml")
 
+COMMAND_LINE = "command line"
+ENVIRONMENT = "environment"
+CONFIG_FILE = "config file"
+DEFAULT = "default"
+
+_OPENAI_ENVIRONMENT = {
+    "OPENAI_API_KEY": "api_key",
+    "OPENAI_BASE_URL": "base_url",
+    "SANDCREW_MODEL": "model",
+}
+"""The variables other OpenAI tools already read, for the endpoint's fields."""
+
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "sandcrew_config_file", default=None
+)
+
+
+class _OpenAIEnvironment(PydanticBaseSettingsSource):
+    """``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``SANDCREW_MODEL`` → ``endpoint``."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        endpoint = {
+            key: os.environ[variable]
+            for variable, key in _OPENAI_ENVIRONMENT.items()
+            if os.environ.get(variable)
+        }
+        return {"endpoint": endpoint} if endpoint else {}
+
+
+class _LoadedSettings(BaseSettings, CrewSettings):
+    """CrewSettings filled from every source; an instance *is* a ``CrewSettings``."""
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="forbid",
+        env_prefix="SANDCREW_",
+        env_nested_delimiter="__",
+        env_ignore_empty=True,
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            _OpenAIEnvironment(settings_cls),
+            *_file_source(settings_cls, _config_file.get()),
+        )
+
+
+def _file_source(
+    settings_cls: type[BaseSettings], path: Path | None
+) -> tuple[PydanticBaseSettingsSource, ...]:
+    return () if path is None else (TomlConfigSettingsSource(settings_cls, toml_file=path),)
+
+
+def config_file_path(explicit: Path | None = None) -> Path | None:
+    """The TOML file that is read: ``--config``, ``SANDCREW_CONFIG``, else the default if any.
+
+    An explicitly named file must exist and be valid TOML.
+    """
+    named = explicit or (
+        Path(os.environ["SANDCREW_CONFIG"]) if os.environ.get("SANDCREW_CONFIG") else None
+    )
+    path = named or DEFAULT_CONFIG_PATH.expanduser()
+    if named is None and not path.is_file():
+        return None
+    try:
+        with path.open("rb") as file:
+            tomllib.load(file)
+    except FileNotFoundError:
+        raise ConfigurationError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigurationError(f"config file {path} is a folder, not a file") from None
+    except OSError as error:
+        raise ConfigurationError(f"cannot read config file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigurationError(f"config file {path} is not valid TOML: {error}") from None
+    return path
+
+
+def without_unset(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """``flags`` without ``None`` values and empty sections (flags the user did not give)."""
+    kept: dict[str, Any] = {}
+    for key, value in flags.items():
+        if isinstance(value, Mapping):
+            value = without_unset(value)
+            if not value:
+                continue
+        if value is not None:
+            kept[key] = value
+    return kept
+
 
 def load_crew_settings(
+    flags: Mapping[str, Any] | None = None, *, config_path: Path | None = None
+) -> CrewSettings:
+    """Settings from flags (``None`` = not given), environment, config file and defaults."""
+    given = without_unset(flags or {})
+    path = config_file_path(config_path)
+    token = _config_file.set(path)
+    try:
+        return _LoadedSettings(**given)
+    except InvalidSettings as error:
+        origins = _origins(given, path)
+        problems = [f"{name} ({_source_of(origins, name)}): {why}" for name, why in error.problems]
+        raise ConfigurationError("invalid settings: " + "; ".join(problems)) from None
+    finally:
+        _config_file.reset(token)
+
+
+@dataclass(frozen=True)
+class SettingValue:
+    """One effective setting and where its value came from (for ``doctor``)."""
+
+    name: str
+    value: Any
+    source: str
+
+
+def describe_settings(
+    settings: CrewSettings,
     flags: Mapping[str, Any] | None = None,
     *,
     config_path: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> CrewSettings:
-    """Merge file, environment and flags (``None`` flags are ignored) into settings."""
-    env = os.environ if environ is None else environ
-    merged: dict[str, Any] = _read_config_file(config_path, env)
-    source = {key: "config file" for key in merged}
-    for variable, key in _ENVIRONMENT_KEYS.items():
-        if env.get(variable):
-            merged[key] = env[variable]
-            source[key] = variable
-    for key, value in (flags or {}).items():
-        if value is None:
-            continue
-        if key == "sandbox" and isinstance(value, Mapping):
-            merged["sandbox"] = {**merged.get("sandbox", {}), **value}
-        elif key == "role_models" and isinstance(value, Mapping):
-            merged["role_models"] = {**merged.get("role_models", {}), **value}
+) -> list[SettingValue]:
+    """Every setting of ``settings`` (dotted names, secrets masked) with its source."""
+    origins = _origins(without_unset(flags or {}), config_file_path(config_path))
+    return [
+        SettingValue(name, value, _source_of(origins, name))
+        for name, value in _flatten(settings.model_dump(mode="json"))
+    ]
+
+
+def _origins(given: dict[str, Any], path: Path | None) -> list[tuple[str, dict[str, Any]]]:
+    """What each source sets, highest precedence first."""
+    origins: list[tuple[str, dict[str, Any]]] = [
+        (COMMAND_LINE, InitSettingsSource(_LoadedSettings, given)()),
+        (
+            ENVIRONMENT,
+            EnvSettingsSource(
+                _LoadedSettings,
+                env_prefix="SANDCREW_",
+                env_nested_delimiter="__",
+                env_ignore_empty=True,
+            )(),
+        ),
+        (ENVIRONMENT, _OpenAIEnvironment(_LoadedSettings)()),
+    ]
+    for source in _file_source(_LoadedSettings, path):
+        origins.append((f"{CONFIG_FILE} {path}", source()))
+    return origins
+
+
+def _source_of(origins: list[tuple[str, dict[str, Any]]], name: str) -> str:
+    path = name.split(".")
+    return next((label for label, values in origins if _has(values, path)), DEFAULT)
+
+
+def _flatten(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value and key != "images":
+            yield from _flatten(value, f"{name}.")
         else:
-            merged[key] = value
-        source[key] = "command line"
-    try:
-        return CrewSettings.model_validate(merged)
-    except ValidationError as error:
-        problems = []
-        for item in error.errors():
-            location = ".".join(str(part) for part in item["loc"])
-            origin = source.get(str(item["loc"][0]), "default") if item["loc"] else "settings"
-            problems.append(f"{location} ({origin}): {item['msg']} (got {item.get('input')!r})")
-        raise ConfigurationError("invalid settings:\n- " + "\n- ".join(problems)) from None
+            yield name, value
 
 
-def _read_config_file(config_path: Path | None, env: Mapping[str, str]) -> dict[str, Any]:
-    explicit = config_path or (Path(env["SANDCREW_CONFIG"]) if env.get("SANDCREW_CONFIG") else None)
-    path = explicit or DEFAULT_CONFIG_PATH.expanduser()
-    if explicit is None and not path.is_file():
-        return {}
-    try:
-        with path.open("rb") as file:
-            return tomllib.load(file)
-    except FileNotFoundError:
-        raise ConfigurationError(f"config file not found: {path}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigurationError(f"config file {path} is not valid TOML: {error}") from None
+def _has(values: Any, path: list[str]) -> bool:
+    for part in path:
+        if not isinstance(values, Mapping) or part not in values:
+            return False
+        values = values[part]
+    return True

@@ -27,3 +27,53 @@ def run_cli(
         leftovers = our_containers(shared_client(), owner_pid=child.pid)
         assert not leftovers, f"the CLI left containers behind: {leftovers}"
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+
+
+def run_cli_in_terminal(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 180, columns: int = 160
+) -> tuple[int, bytes]:
+    """``python -m sandcrew ARGS`` with stdout and stderr on a pseudo-terminal.
+
+    Returns the exit code and every byte the terminal received (the terminal
+    turns each newline into CR LF). Fails when the child left a container behind.
+    """
+    import fcntl
+    import select
+    import struct
+    import termios
+    import time
+
+    controller, terminal = os.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    command = [sys.executable, "-m", "sandcrew", *args]
+    received = bytearray()
+    try:
+        with subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=terminal,
+            stderr=terminal,
+            env={**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), **(env or {})},
+        ) as child:
+            os.close(terminal)
+            terminal = -1
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([controller], [], [], 1.0)
+                if not ready:
+                    continue
+                try:
+                    data = os.read(controller, 65536)
+                except OSError:  # EIO: every writer of the terminal has closed it
+                    break
+                if not data:
+                    break
+                received += data
+            returncode = child.wait(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        os.close(controller)
+        if terminal != -1:
+            os.close(terminal)
+    leftovers = our_containers(shared_client(), owner_pid=child.pid)
+    assert not leftovers, f"the CLI left containers behind: {leftovers}"
+    return returncode, bytes(received)

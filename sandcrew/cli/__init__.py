@@ -1,17 +1,19 @@
 """The ``sandcrew`` command line.
 
-Each command group lives in its own module with a ``register(app)`` function;
-this module only assembles them and turns sandcrew's own errors into one clear
-sentence and exit code 2 instead of a traceback.
+Each command is a module-level function in its own module; :mod:`._registry` lists them,
+:mod:`._options` maps options to settings, :mod:`._exit_codes` holds the exit-code table,
+and :mod:`._errors` turns every failure into one line and one code of that table.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
-from sandcrew.cli import _registry
+import sandcrew
+from sandcrew.cli import _output, _registry
 
 app = typer.Typer(
     name="sandcrew",
@@ -19,11 +21,35 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Plain help: no boxes or <bool> metavars, and the same text in a terminal and a log.
+    rich_markup_mode=None,
+    context_settings={
+        "help_option_names": ["-h", "--help"],
+        # Help fills a wide terminal, and is not wrapped at 80 columns in a pipe or a log.
+        "max_content_width": _output.PIPED_WIDTH,
+        "terminal_width": None if _output.is_terminal(sys.stdout) else _output.PIPED_WIDTH,
+    },
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(sandcrew.__version__)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version and exit.",
+        ),
+    ] = False,
+) -> None:
     """Write, review and safely run code with a crew of agents."""
 
 

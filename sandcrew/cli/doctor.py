@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import platform
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -13,15 +15,19 @@ from rich.table import Table
 from rich.text import Text
 
 import sandcrew
-from sandcrew.cli._docker import connect_docker
+from sandcrew.cli import _options as options
+from sandcrew.cli import _output
+from sandcrew.crew import CrewSettings
 from sandcrew.errors import SandcrewError
 from sandcrew.sandbox import (
     DockerSandbox,
     SandboxConfig,
+    connect_docker,
     describe_seccomp_profile,
     docker_endpoint,
     list_images,
 )
+from sandcrew.settings import DEFAULT, describe_settings, load_crew_settings
 
 # Runs inside a sandbox container and reports what the kernel really enforces.
 SELF_TEST_PROGRAM = r"""
@@ -114,101 +120,195 @@ def security_checks(report: dict[str, Any]) -> list[Check]:
     ]
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def doctor(
-        self_test: Annotated[
-            bool, typer.Option(help="Run the security self-test in a real container.")
-        ] = True,
-        base_url: Annotated[
-            str | None, typer.Option(help="Model endpoint to check (default: from settings).")
-        ] = None,
-        model: Annotated[
-            str | None, typer.Option(help="Model that must be served (default: from settings).")
-        ] = None,
-    ) -> None:
-        """Check Python, the model endpoint, Docker, runtimes, images and the sandbox's
-        security in a real container."""
-        console = Console()
-        checks = [
-            Check("python", True, f"{platform.python_version()}, sandcrew {sandcrew.__version__}"),
-            _model_endpoint(base_url, model),
-        ]
-        try:
-            client = connect_docker()
-        except SandcrewError as error:
-            checks.append(Check("docker engine", False, str(error)))
-            _show(console, checks)
-            raise typer.Exit(1) from None
-        info: dict[str, Any] = client.info()
-        checks.append(
-            Check(
-                "docker engine",
-                True,
-                f"{info.get('ServerVersion')} at {docker_endpoint().host}, "
-                f"cgroup v{info.get('CgroupVersion', '?')}",
-            )
+def doctor(
+    self_test: Annotated[
+        bool, typer.Option(help="Run the security self-test in a real container.")
+    ] = True,
+    base_url: options.BaseUrl = None,
+    model: options.Model = None,
+    config: options.Config = None,
+    as_json: options.Json = False,
+) -> None:
+    """Check Python, the settings, the model endpoint, Docker, runtimes, images and the
+    sandbox's security in a real container."""
+    console = _output.console()
+    flags = options.flags_from_options(model=model, base_url=base_url)
+    settings = load_crew_settings(flags, config_path=config)
+    checks = [
+        Check("python", True, f"{platform.python_version()}, sandcrew {sandcrew.__version__}"),
+        *_settings_checks(settings, flags, config),
+        _model_endpoint(settings),
+    ]
+    if checks[-1].ok and not checks[-1].warning:
+        checks.append(tool_calling_check(settings))
+    try:
+        client = connect_docker()
+    except SandcrewError as error:
+        checks.append(Check("docker engine", False, str(error)))
+        _show(console, checks, as_json=as_json)
+        raise typer.Exit(1) from None
+    info: dict[str, Any] = client.info()
+    checks.append(
+        Check(
+            "docker engine",
+            True,
+            f"{info.get('ServerVersion')} at {docker_endpoint().host}, "
+            f"cgroup v{info.get('CgroupVersion', '?')}",
         )
-        runtimes = sorted(info.get("Runtimes", {}))
-        checks.append(
-            Check(
-                "runtimes",
-                True,
-                f"{', '.join(runtimes)} (default {info.get('DefaultRuntime')})"
-                + ("" if "runsc" in runtimes else "; gVisor runsc not installed"),
-            )
+    )
+    runtimes = sorted(info.get("Runtimes", {}))
+    checks.append(
+        Check(
+            "runtimes",
+            True,
+            f"{', '.join(runtimes)} (default {info.get('DefaultRuntime')})"
+            + ("" if "runsc" in runtimes else "; gVisor runsc not installed"),
         )
-        for image in list_images(client):
-            if image.present:
-                checks.append(Check(f"image {image.name}", True, image.tag))
-            elif image.optional:
-                detail = f"{image.tag} not built (optional): {image.build_command}"
-                checks.append(Check(f"image {image.name}", True, detail, warning=True))
-            else:
-                detail = f"{image.tag} missing: {image.build_command}"
-                checks.append(Check(f"image {image.name}", False, detail))
-        if self_test and all(check.ok for check in checks):
-            checks.extend(_self_test())
-        _show(console, checks)
-        if not all(check.ok for check in checks):
-            raise typer.Exit(1)
+    )
+    for image in list_images(client):
+        if image.present:
+            checks.append(Check(f"image {image.name}", True, image.tag))
+        elif image.optional:
+            detail = f"{image.tag} not built (optional): {image.build_command}"
+            checks.append(Check(f"image {image.name}", True, detail, warning=True))
+        else:
+            detail = f"{image.tag} missing: {image.build_command}"
+            checks.append(Check(f"image {image.name}", False, detail))
+    if self_test and all(check.ok for check in checks):
+        checks.extend(_self_test())
+    _show(console, checks, as_json=as_json)
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
 
 
-def _model_endpoint(base_url: str | None, model: str | None) -> Check:
+_SETTINGS_ALWAYS_SHOWN = (
+    "endpoint.model",
+    "endpoint.base_url",
+    "endpoint.api_key",
+    "endpoint.timeout",
+    "endpoint.retries",
+    "mode",
+    "max_rounds",
+    "sandbox.timeout",
+    "sandbox.memory_bytes",
+)
+
+
+def _settings_checks(
+    settings: CrewSettings, flags: dict[str, Any], config: Path | None
+) -> list[Check]:
+    """The main settings, and every other one not at its default, with where it came from."""
+    checks = []
+    for setting in describe_settings(settings, flags, config_path=config):
+        if setting.name in _SETTINGS_ALWAYS_SHOWN or setting.source != DEFAULT:
+            value = "not set" if setting.value is None else setting.value
+            checks.append(Check(f"setting {setting.name}", True, f"{value} ({setting.source})"))
+    return checks
+
+
+def _model_endpoint(settings: CrewSettings) -> Check:
     """Ask the configured endpoint for its models; no model configured is only a warning."""
     import openai
 
-    from sandcrew.settings import load_crew_settings
-
-    settings = load_crew_settings({"base_url": base_url, "model": model})
-    if settings.api_key is None and not settings.base_url:
+    endpoint = settings.endpoint
+    if not endpoint.configured:
         return Check(
             "model endpoint",
             True,
             "not configured: set OPENAI_API_KEY, or pass --base-url for a local server",
             warning=True,
         )
-    client = openai.OpenAI(
-        base_url=settings.base_url, api_key=settings.api_key_value(), max_retries=0, timeout=10
-    )
-    where = str(client.base_url)
+
+    async def served_models() -> tuple[str, list[str]]:
+        client = endpoint.client(retries=0, timeout=10)
+        try:
+            return str(client.base_url), [model.id async for model in client.models.list()]
+        finally:
+            await client.close()
+
+    where = endpoint.base_url or "https://api.openai.com/v1"
     try:
-        models = [model.id for model in client.models.list()]
+        where, models = asyncio.run(served_models())
     except openai.OpenAIError as error:
         return Check("model endpoint", False, f"{where}: {type(error).__name__}: {error}")
-    finally:
-        client.close()
     shown = ", ".join(models[:5]) + (" …" if len(models) > 5 else "")
     detail = f"{where} serves {len(models)} model(s): {shown}"
-    if settings.model not in models:
+    if endpoint.model not in models:
         # Some servers list no models or aliases only; solving may still work.
         return Check(
             "model endpoint",
             True,
-            f"{detail}; {settings.model} is not among them (choose one with --model)",
+            f"{detail}; {endpoint.model} is not among them (choose one with --model)",
             warning=True,
         )
     return Check("model endpoint", True, detail)
+
+
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "report_status",
+        "description": "Report whether you are ready.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ready": {"type": "boolean"}},
+            "required": ["ready"],
+            "additionalProperties": False,
+        },
+    },
+}
+TOOL_ADVICE = (
+    "the reviewer falls back to a plain-text review; for typed reviews use a model and "
+    "server with tool calling (llama.cpp: --chat_format chatml-function-calling or a "
+    "template with tools; vLLM: --enable-auto-tool-choice --tool-call-parser; Ollama: a "
+    "model tagged 'tools')"
+)
+
+
+def tool_calling_check(settings: CrewSettings) -> Check:
+    """Can the endpoint make the reviewer's call? One tiny request with a named
+    ``tool_choice`` (what the reviewer sends) and one with ``"auto"``."""
+    import asyncio
+
+    from sandcrew.agents import GenerateReplyOptions, OpenAIChatAgent, TextMessage
+    from sandcrew.agents import ToolCallMessage as CallMessage
+
+    named = {"type": "function", "function": {"name": "report_status"}}
+    question = [TextMessage(role="user", content="Call report_status with ready=true.")]
+
+    async def probe(agent: OpenAIChatAgent, choice: Any) -> str:
+        options = GenerateReplyOptions(tools=[PROBE_TOOL], tool_choice=choice)
+        try:
+            reply = await agent.generate_reply(question, options)
+        except SandcrewError as error:
+            return f"no ({type(error).__name__}: {str(error)[:160]})"
+        if isinstance(reply, CallMessage) and reply.tool_calls[0].name == "report_status":
+            how = f" ({'; '.join(reply.notes)})" if reply.notes else ""
+            return f"yes{how}"
+        return f"no (answered text: {' '.join(reply.content.split())[:80]!r})"
+
+    async def both() -> tuple[str, str]:
+        # One agent, as in the crew: what the endpoint refused once is not asked again.
+        endpoint = settings.endpoint
+        agent = OpenAIChatAgent(
+            "doctor",
+            endpoint=endpoint,
+            client=endpoint.client(retries=0, timeout=min(endpoint.timeout, 120)),
+            max_tokens=64,
+            temperature=0,
+        )
+        try:
+            return await probe(agent, named), await probe(agent, "auto")
+        finally:
+            await agent.aclose()
+
+    by_name, by_auto = asyncio.run(both())
+    detail = f"named tool_choice: {by_name}; auto: {by_auto}"
+    if by_name.startswith("yes"):
+        return Check("tool calling", True, f"{detail}; the reviewer's call works")
+    if by_auto.startswith("yes"):
+        return Check("tool calling", True, f"{detail}; the reviewer retries with 'auto'")
+    return Check("tool calling", True, f"{detail}; {TOOL_ADVICE}", warning=True)
 
 
 def _self_test() -> list[Check]:
@@ -227,7 +327,11 @@ def _self_test() -> list[Check]:
     return [profile, *security_checks(report)]
 
 
-def _show(console: Console, checks: list[Check]) -> None:
+def _show(console: Console, checks: list[Check], *, as_json: bool = False) -> None:
+    if as_json:
+        ok = all(check.ok for check in checks)
+        _output.print_json({"ok": ok, "checks": _output.as_dicts(checks)})
+        return
     table = Table("check", "", "detail")
     for check in checks:
         if not check.ok:

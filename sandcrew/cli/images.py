@@ -2,74 +2,83 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from sandcrew.cli._docker import connect_docker
-from sandcrew.sandbox import BaseSource, build_images, list_images
+from sandcrew.cli import _options as options
+from sandcrew.cli import _output
+from sandcrew.sandbox import BaseSource, build_images, connect_docker, list_images
+
+_STEP = re.compile(r"^\s*Step \d+/\d+ ")
+"""Docker's build progress lines, e.g. ``Step 3/8 : RUN …``."""
+
+images_app = typer.Typer(
+    help="Build and list the sandbox images.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
-def register(app: typer.Typer) -> None:
-    images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True)
-    app.add_typer(images_app, name="images")
+@images_app.command("build")
+def build(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Images to build (python, node, python-data); default: python only.",
+            show_default=False,
+        ),
+    ] = None,
+    base: Annotated[
+        BaseSource,
+        typer.Option(
+            help="Where the base layer comes from: the public image if reachable (auto), "
+            "always the public image, or a Debian root fs made with debootstrap.",
+        ),
+    ] = BaseSource.AUTO,
+    rebuild_base: Annotated[
+        bool, typer.Option(help="Make the debootstrap base again even if it exists.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print every build line.")
+    ] = False,
+) -> None:
+    """Build the sandbox images (offline-capable)."""
+    console = _output.console(stderr=True)
+    on_terminal = _output.is_terminal(sys.stderr)
+    client = connect_docker()
+    with console.status("building sandbox images…") as status:
 
-    @images_app.command("build")
-    def build(
-        names: Annotated[
-            list[str] | None,
-            typer.Argument(
-                help="Images to build (python, node); default: python only.",
-                show_default=False,
-            ),
-        ] = None,
-        base: Annotated[
-            BaseSource,
-            typer.Option(
-                help="Where the base layer comes from: the public image if reachable (auto), "
-                "always the public image, or a Debian root fs made with debootstrap.",
-            ),
-        ] = BaseSource.AUTO,
-        rebuild_base: Annotated[
-            bool, typer.Option(help="Make the debootstrap base again even if it exists.")
-        ] = False,
-        verbose: Annotated[
-            bool, typer.Option("--verbose", "-v", help="Print every build line.")
-        ] = False,
-    ) -> None:
-        """Build the sandbox images (offline-capable)."""
-        console = Console(stderr=True)
-        client = connect_docker()
-        with console.status("building sandbox images…") as status:
+        def show(line: str) -> None:
+            status.update(f"[bold]building:[/] {line[:100]}")
+            # In a log (no live status line) the Dockerfile steps say how far the build is.
+            if verbose or (not on_terminal and _STEP.match(line)):
+                console.print(line, highlight=False, markup=False)
 
-            def show(line: str) -> None:
-                status.update(f"[bold]building:[/] {line[:100]}")
-                if verbose:
-                    console.print(line, highlight=False, markup=False)
+        tags = build_images(
+            client,
+            base=base,
+            rebuild_base=rebuild_base,
+            names=tuple(names) if names else None,
+            on_progress=show,
+        )
+    for tag in tags:
+        console.print(f"[green]built[/] {tag}")
 
-            tags = build_images(
-                client,
-                base=base,
-                rebuild_base=rebuild_base,
-                names=tuple(names) if names else None,
-                on_progress=show,
-            )
-        for tag in tags:
-            console.print(f"[green]built[/] {tag}")
 
-    @images_app.command("list")
-    def list_() -> None:
-        """Show the sandbox images and whether they are built."""
-        client = connect_docker()
-        table = Table("image", "status", "size", "created")
-        table.columns[0].no_wrap = True
-        for image in list_images(client):
-            size = f"{image.size_bytes / 1e6:.0f} MB" if image.size_bytes else ""
-            status = (
-                "[green]built[/]" if image.present else f"[red]missing[/]: {image.build_command}"
-            )
-            created = (image.created or "")[:16].replace("T", " ")
-            table.add_row(image.tag, status, size, created)
-        Console().print(table)
+@images_app.command("list")
+def list_(as_json: options.Json = False) -> None:
+    """Show the sandbox images and whether they are built."""
+    client = connect_docker()
+    if as_json:
+        _output.print_json({"images": _output.as_dicts(list_images(client))})
+        return
+    table = Table("image", "status", "size", "created")
+    table.columns[0].no_wrap = True
+    for image in list_images(client):
+        size = f"{image.size_bytes / 1e6:.0f} MB" if image.size_bytes else ""
+        status = "[green]built[/]" if image.present else f"[red]missing[/]: {image.build_command}"
+        created = (image.created or "")[:16].replace("T", " ")
+        table.add_row(image.tag, status, size, created)
+    _output.console().print(table)

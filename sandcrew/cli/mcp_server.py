@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from sandcrew.cli._docker import sandbox_overrides
+from sandcrew.cli import _options as options
 from sandcrew.errors import ConfigurationError
-from sandcrew.settings import load_crew_settings
 
 
 def mcp(
@@ -24,25 +22,28 @@ def mcp(
     port: Annotated[int, typer.Option(help="Port to listen on (streamable-http).")] = 8000,
     timeout: Annotated[
         float | None,
-        typer.Option(help="Longest run a client may ask for, seconds.", show_default="10"),
+        typer.Option(
+            help="Longest run a client may ask for, seconds.",
+            show_default=f"{options.RUN_TIMEOUT_DEFAULT:g}",
+        ),
     ] = None,
     memory: Annotated[
-        str | None,
-        typer.Option(help="Most memory a client may ask for (256m, 1g).", show_default="256m"),
+        int | None,
+        typer.Option(
+            parser=options.parse_memory,
+            metavar="SIZE",
+            help="Most memory a client may ask for (256m, 1g).",
+            show_default=options.MEMORY_DEFAULT,
+        ),
     ] = None,
     allow_network: Annotated[
         bool,
         typer.Option("--allow-network", help="Let a client ask for network access in a run."),
     ] = False,
     image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model of the crew behind `solve`.")] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint of the crew behind `solve`.")
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(help="TOML settings file (default ~/.config/sandcrew/config.toml)."),
-    ] = None,
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    config: options.Config = None,
 ) -> None:
     """Serve run_code, list_languages (and solve, when a model is configured) over MCP.
 
@@ -53,20 +54,13 @@ def mcp(
         raise ConfigurationError(
             f"--transport must be stdio or streamable-http (got {transport!r})"
         )
-    settings = load_crew_settings(
-        {
-            "model": model,
-            "base_url": base_url,
-            "sandbox": sandbox_overrides(timeout=timeout, memory=memory, image=image),
-        },
-        config_path=config,
+    settings = options.settings_from_options(
+        config=config,
+        model=model,
+        base_url=base_url,
+        sandbox=options.sandbox_flags(run_timeout=timeout, memory=memory, image=image),
     )
-    try:
-        settings.api_key_value()
-    except ConfigurationError:
-        with_solve = False
-    else:
-        with_solve = True
+    with_solve = settings.endpoint.configured
 
     from sandcrew.mcp import serve  # the optional SDK: imported only for this command
 
@@ -80,7 +74,3 @@ def mcp(
             with_solve=with_solve,
         )
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("mcp")(mcp)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sandcrew.cli._docker import sandbox_config_from_options
+from sandcrew.cli import _options as options
+from sandcrew.cli import _output
+from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import files_from_paths, save_artifacts
+from sandcrew.cli._terminal import reset_attributes, write_untrusted
 from sandcrew.errors import UserError
 from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult
 
@@ -24,78 +26,73 @@ _LANGUAGE_BY_SUFFIX = {
     ".cjs": "javascript",
 }
 
-TIMEOUT_EXIT = 124
-"""Exit code for a program killed at its deadline (as coreutils' `timeout`)."""
-OOM_EXIT = 137
-"""Exit code for a program killed for exceeding its memory limit (128 + SIGKILL)."""
-
 
 def exit_code_for(result: ExecutionResult) -> int:
     """The exit code `sandcrew run` ends with: the program's own, or 124/137 when killed."""
     if result.timed_out:
-        return TIMEOUT_EXIT
+        return ExitCode.RUN_TIMED_OUT
     if result.oom_killed:
-        return OOM_EXIT
+        return ExitCode.RUN_OUT_OF_MEMORY
     return result.exit_code
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def run(
-        source: Annotated[str, typer.Argument(help="Program file to run, or - for stdin.")],
-        language: Annotated[
-            str | None,
-            typer.Option(
-                "--language",
-                "-l",
-                help="python, bash or javascript (default: from the file name).",
-            ),
-        ] = None,
-        timeout: Annotated[
-            float | None, typer.Option(help="Wall-clock limit in seconds.", show_default="10")
-        ] = None,
-        memory: Annotated[
-            str | None,
-            typer.Option(help="Memory limit, Docker units (256m, 1g).", show_default="256m"),
-        ] = None,
-        network: Annotated[
-            bool, typer.Option("--network", help="Allow network access (off by default).")
-        ] = False,
-        image: Annotated[
-            str | None, typer.Option(help="Run in this image instead of the default one.")
-        ] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-        file: Annotated[
-            list[Path] | None,
-            typer.Option(
-                "--file",
-                "-f",
-                help="Input file (or folder) put into the program's work dir; repeatable.",
-            ),
-        ] = None,
-        out: Annotated[
-            Path | None,
-            typer.Option(help="Save the files the program writes into out/ to this folder."),
-        ] = None,
-    ) -> None:
-        """Run FILE (or stdin) in a new hardened container and print what it printed.
+def run(
+    source: Annotated[str, typer.Argument(help="Program file to run, or - for stdin.")],
+    language: Annotated[
+        options.Language | None,
+        typer.Option(
+            "--language", "-l", help="The program's language (default: from the file name)."
+        ),
+    ] = None,
+    run_timeout: options.RunTimeoutOrTimeout = None,
+    memory: options.Memory = None,
+    network: Annotated[
+        bool, typer.Option("--network", help="Allow network access (off by default).")
+    ] = False,
+    image: Annotated[
+        str | None, typer.Option(help="Run in this image instead of the default one.")
+    ] = None,
+    config: options.Config = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="Input file (or folder) put into the program's work dir; repeatable.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Save the files the program writes into out/ to this folder."),
+    ] = None,
+) -> None:
+    """Run FILE (or stdin) in a new hardened container and print what it printed.
 
-        Exits with the program's exit code: 124 when it timed out, 137 when it was
-        killed for using too much memory.
-        """
-        code, chosen_language = _read_program(source, language)
-        config = sandbox_config_from_options(
-            timeout=timeout, memory=memory, network=network, image=image, language=chosen_language
-        )
-        files = files_from_paths(file or [])
-        result = DockerSandbox(config).run_sync(code, chosen_language, files=files)
-        if out is not None:
-            result = save_artifacts(result, out)
-        if as_json:
-            typer.echo(json.dumps(json_document(result), indent=2))
-        else:
-            _print_result(result)
-        raise typer.Exit(exit_code_for(result))
+    Exit codes (as docker run): the program's own; 124 timed out; 137 killed for using too
+    much memory; 125 sandcrew itself failed (bad option, Docker, image).
+    """
+    settings = options.settings_from_options(
+        config=config,
+        sandbox=options.sandbox_flags(
+            run_timeout=run_timeout,
+            memory=memory,
+            image=image,
+            language=language.value if language else None,
+            network=network,
+        ),
+    )
+    chosen_language = language.value if language else _language_of(source)
+    code = read_program(source, limit=settings.sandbox.max_code_bytes)
+    files = files_from_paths(file or [])
+    result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language, files=files)
+    if out is not None:
+        result = save_artifacts(result, out)
+    if as_json:
+        _output.print_json(json_document(result))
+    else:
+        _print_result(result)
+    raise typer.Exit(exit_code_for(result))
 
 
 INLINE_ARTIFACT_BYTES = 64 * 1024
@@ -111,32 +108,55 @@ def json_document(result: ExecutionResult) -> dict[str, Any]:
     return document
 
 
-def _read_program(source: str, language: str | None) -> tuple[str, str]:
+def _language_of(source: str) -> str:
     if source == "-":
-        raw, language = sys.stdin.buffer.read(), language or "python"
+        return "python"
+    return _LANGUAGE_BY_SUFFIX.get(Path(source).suffix.lower(), "python")
+
+
+def read_program(source: str, *, limit: int) -> str:
+    """The program text of ``source`` (a path, or ``-`` for stdin), at most ``limit`` bytes.
+
+    Reads at most ``limit + 1`` bytes, so an endless source (``/dev/zero``, a
+    huge pipe) costs no more memory than the cap before it is refused.
+    """
+    shown = "stdin" if source == "-" else source
+    if source == "-":
+        if sys.stdin is None:
+            raise UserError("stdin is closed: give a file, or pipe the program in")
+        raw = _read_at_most(sys.stdin.buffer, limit + 1, shown)
     else:
-        path = Path(source)
         try:
-            raw = path.read_bytes()
+            with Path(source).open("rb") as file:
+                raw = _read_at_most(file, limit + 1, shown)
         except FileNotFoundError:
             raise UserError(f"no such file: {source}") from None
         except OSError as error:
             raise UserError(f"cannot read {source}: {error}") from None
-        language = language or _LANGUAGE_BY_SUFFIX.get(path.suffix.lower(), "python")
+    if len(raw) > limit:
+        raise UserError(f"{shown} is larger than the sandbox accepts (at most {limit} bytes)")
     try:
-        return raw.decode("utf-8"), language
+        return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        shown = "stdin" if source == "-" else source
         raise UserError(
             f"{shown} is not UTF-8 text ({error.reason} at byte {error.start})"
         ) from None
 
 
+def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
+    try:
+        # A buffered read(size) returns early only at end of file.
+        return file.read(size)
+    except OSError as error:
+        raise UserError(f"cannot read {shown}: {error}") from None
+
+
 def _print_result(result: ExecutionResult) -> None:
-    sys.stdout.write(result.stdout)
-    sys.stdout.flush()
+    # The program's output is untrusted: on a terminal its control sequences are shown, not run.
+    write_untrusted(sys.stdout, result.stdout)
     if result.stderr:
-        sys.stderr.write(result.stderr)
+        write_untrusted(sys.stderr, result.stderr)
+    reset_attributes(sys.stderr)
     status = Console(stderr=True, highlight=False)
     notes = []
     if result.stdout_truncated:

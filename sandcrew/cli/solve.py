@@ -4,125 +4,121 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from sandcrew.agents import FunctionCallRequiredError, Message, render_message
-from sandcrew.cli._docker import sandbox_overrides
+import sandcrew
+from sandcrew.agents import FunctionCallRequiredError, Message, StopReason, render_message
+from sandcrew.cli import _options as options
+from sandcrew.cli import _output
+from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import files_from_paths, save_artifacts
+from sandcrew.cli._preflight import check_before_solving
+from sandcrew.cli._terminal import visible_controls, write_untrusted
 from sandcrew.cli.run import artifact_lines
-from sandcrew.crew import CrewMode, CrewResult, solve_task
-from sandcrew.errors import UserError
+from sandcrew.crew import CrewResult, CrewSettings, solve_task
+from sandcrew.errors import InfrastructureError, UserError
 from sandcrew.sandbox import ExecutionResult, load_input_files
-from sandcrew.settings import load_crew_settings
 
-NOT_SOLVED_EXIT = 1
+RESULT_FORMAT = 1
+"""Version of the ``--json`` result and of the transcript's records."""
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def solve(
-        task: Annotated[
-            str, typer.Argument(help='The task, e.g. "What\'s the 39th fibonacci number?"')
-        ],
-        model: Annotated[
-            str | None, typer.Option(help="Model for every role.", show_default="gpt-4o-mini")
-        ] = None,
-        base_url: Annotated[
-            str | None,
-            typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1."),
-        ] = None,
-        admin_model: Annotated[str | None, typer.Option(help="Model for the admin.")] = None,
-        coder_model: Annotated[str | None, typer.Option(help="Model for the coder.")] = None,
-        reviewer_model: Annotated[str | None, typer.Option(help="Model for the reviewer.")] = None,
-        mode: Annotated[
-            CrewMode | None,
-            typer.Option(
-                help="Speaker selection: workflow, admin or workflow+admin.",
-                show_default="workflow",
-            ),
-        ] = None,
-        max_rounds: Annotated[
-            int | None, typer.Option(help="Agent replies before giving up.", show_default="20")
-        ] = None,
-        max_tokens: Annotated[
-            int | None, typer.Option(help="Token budget for the whole chat.")
-        ] = None,
-        timeout: Annotated[
-            float | None, typer.Option(help="Wall-clock budget for the whole chat, seconds.")
-        ] = None,
-        image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
-        run_timeout: Annotated[
-            float | None,
-            typer.Option(help="Wall-clock limit of each run, seconds.", show_default="10"),
-        ] = None,
-        memory: Annotated[
-            str | None,
-            typer.Option(help="Memory limit of each run (256m, 1g).", show_default="256m"),
-        ] = None,
-        config: Annotated[
-            Path | None,
-            typer.Option(help="TOML settings file (default ~/.config/sandcrew/config.toml)."),
-        ] = None,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="Print the outcome as JSON instead of the chat.")
-        ] = False,
-        transcript: Annotated[
-            Path | None,
-            typer.Option(help="Write every message, tool call and run as JSON lines to FILE."),
-        ] = None,
-        quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="Print only the final answer.")
-        ] = False,
-        file: Annotated[
-            list[Path] | None,
-            typer.Option(
-                "--file", "-f", help="Input file (or folder) every run receives; repeatable."
-            ),
-        ] = None,
-        out: Annotated[
-            Path | None,
-            typer.Option(help="Save the files the runs write into out/ to this folder."),
-        ] = None,
-    ) -> None:
-        """Solve TASK with the crew; exit 0 when solved, 1 when not, 2 on a usage error."""
-        settings = load_crew_settings(
-            {
-                "model": model,
-                "base_url": base_url,
-                "mode": mode,
-                "max_rounds": max_rounds,
-                "token_budget": max_tokens,
-                "time_budget": timeout,
-                "role_models": _role_models(admin_model, coder_model, reviewer_model),
-                "sandbox": sandbox_overrides(timeout=run_timeout, memory=memory, image=image),
-            },
-            config_path=config,
-        )
-        settings.api_key_value()  # fail before any work when no model is configured
-        files = load_input_files(
-            files_from_paths(file or []),
-            max_count=settings.sandbox.max_input_files,
-            max_bytes=settings.sandbox.max_input_bytes,
-        )
-        console = Console()
-        stream_chat = not (quiet or as_json)
-        with _open_transcript(transcript) as recorder:
+def solve(
+    task: Annotated[
+        str, typer.Argument(help='The task, e.g. "What\'s the 39th fibonacci number?"')
+    ],
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    admin_model: Annotated[str | None, typer.Option(help="Model for the admin.")] = None,
+    coder_model: Annotated[str | None, typer.Option(help="Model for the coder.")] = None,
+    reviewer_model: Annotated[str | None, typer.Option(help="Model for the reviewer.")] = None,
+    mode: options.Mode = None,
+    max_rounds: options.MaxRounds = None,
+    token_budget: options.TokenBudget = None,
+    time_budget: options.TimeBudget = None,
+    request_timeout: options.RequestTimeout = None,
+    model_retries: options.ModelRetries = None,
+    image: options.Image = None,
+    run_timeout: options.RunTimeout = None,
+    memory: options.Memory = None,
+    config: options.Config = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the outcome as JSON instead of the chat.")
+    ] = False,
+    transcript: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write every message, tool call and run as JSON lines to FILE.", metavar="FILE"
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print only the final answer.")
+    ] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(help="Write the chat as a self-contained HTML page.", metavar="FILE"),
+    ] = None,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option("--file", "-f", help="Input file (or folder) every run receives; repeatable."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Save the files the runs write into out/ to this folder."),
+    ] = None,
+) -> None:
+    """Solve TASK with the crew.
 
-            async def on_message(message: Message) -> None:
-                recorder.message(message)
-                if stream_chat:
-                    console.print(_render(message))
+    Exit codes: 0 solved, 1 not solved, 2 usage or configuration error (no or unknown model,
+    bad key or URL, missing image), 3 Docker or the model endpoint unreachable, 130 interrupted.
+    """
+    if not task.strip():
+        raise UserError("the task is empty; say what the crew should solve")
+    settings = options.settings_from_options(
+        config=config,
+        model=model,
+        base_url=base_url,
+        request_timeout=request_timeout,
+        model_retries=model_retries,
+        role_models={"admin": admin_model, "coder": coder_model, "reviewer": reviewer_model},
+        mode=mode,
+        max_rounds=max_rounds,
+        token_budget=token_budget,
+        time_budget=time_budget,
+        sandbox=options.sandbox_flags(run_timeout=run_timeout, memory=memory, image=image),
+    )
+    if html is not None and not html.parent.is_dir():
+        raise UserError(f"--html {html}: the folder {html.parent} does not exist")
+    check_before_solving(settings)
+    files = load_input_files(
+        files_from_paths(file or []),
+        max_count=settings.sandbox.max_input_files,
+        max_bytes=settings.sandbox.max_input_bytes,
+    )
+    console = _output.console()
+    stream_chat = not (quiet or as_json)
+    with _open_transcript(transcript, keep=html is not None) as recorder:
+        recorder.header(task, settings)
 
+        async def on_message(message: Message) -> None:
+            recorder.message(message)
+            if stream_chat:
+                console.print(_render(message))
+
+        try:
             result = asyncio.run(
                 solve_task(
                     task,
@@ -132,25 +128,47 @@ def register(app: typer.Typer) -> None:
                     output_files=out is not None,
                 )
             )
-            if out is not None:
-                # Runs save in order: a later run's file replaces an earlier one of that name.
-                result.runs[:] = [save_artifacts(run, out) for run in result.runs]
-            recorder.result(result)
-        if as_json:
-            typer.echo(json.dumps(result_summary(result), indent=2))
-        else:
-            _print_outcome(console, result, quiet=quiet)
-            if not quiet:
-                saved = [artifact for run in result.runs for artifact in run.artifacts]
-                for line in artifact_lines(saved):
-                    console.print(escape(line), style="dim", soft_wrap=True, highlight=False)
-        if not result.solved:
-            raise typer.Exit(NOT_SOLVED_EXIT)
+        except KeyboardInterrupt:
+            summary = recorder.stopped(task)
+            if as_json:
+                typer.echo(json.dumps(summary, indent=2))
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
+        if out is not None:
+            # Runs save in order: a later run's file replaces an earlier one of that name.
+            result.runs[:] = [save_artifacts(run, out) for run in result.runs]
+        recorder.result(result)
+    if html is not None:
+        from sandcrew.transcript_page import write_transcript_page
+
+        write_transcript_page(recorder.records, html)
+    if as_json:
+        typer.echo(json.dumps(result_summary(result), indent=2))
+    else:
+        _print_outcome(console, result, quiet=quiet)
+        if not quiet:
+            saved = [artifact for run in result.runs for artifact in run.artifacts]
+            for line in artifact_lines(saved):
+                console.print(escape(line), style="dim", soft_wrap=True, highlight=False)
+    raise typer.Exit(exit_code_for(result))
+
+
+def exit_code_for(result: CrewResult) -> ExitCode:
+    """0 solved; a model that rejects our key or does not exist is a configuration error."""
+    if result.solved:
+        return ExitCode.OK
+    if isinstance(result.error, UserError):
+        return ExitCode.USAGE
+    if isinstance(result.error, InfrastructureError) and result.error.retryable:
+        # Unreachable or failing after retries. A request the model refused (its context is
+        # too small, say) is an answer: the task was not solved.
+        return ExitCode.INFRASTRUCTURE
+    return ExitCode.NOT_SOLVED
 
 
 def result_summary(result: CrewResult) -> dict[str, Any]:
     """The ``--json`` document: answer, stop reason, rounds, tokens and runs."""
     return {
+        "format": RESULT_FORMAT,
         "task": result.task,
         "solved": result.solved,
         "answer": result.answer,
@@ -158,6 +176,7 @@ def result_summary(result: CrewResult) -> dict[str, Any]:
         "stop_detail": result.stop_detail,
         "rounds": result.rounds,
         "total_tokens": result.total_tokens,
+        "tokens_estimated": result.tokens_estimated,
         "duration": round(result.duration, 3),
         "runs": [_run_summary(run) for run in result.runs],
         "error": None if result.error is None else str(result.error),
@@ -185,14 +204,10 @@ def _run_summary(run: ExecutionResult) -> dict[str, Any]:
     )
 
 
-def _role_models(admin: str | None, coder: str | None, reviewer: str | None) -> dict[str, str]:
-    chosen = {"admin": admin, "coder": coder, "reviewer": reviewer}
-    return {role: name for role, name in chosen.items() if name}
-
-
 def _render(message: Message) -> RenderableType:
+    message = _visible_text(message)
     if isinstance(message.data, ExecutionResult):
-        # Program output is shown verbatim, not as Markdown.
+        # Program output is shown as it is (control characters made visible), not as Markdown.
         style = "green" if message.data.ok else "red"
         return Panel(
             Text(message.content),
@@ -203,37 +218,111 @@ def _render(message: Message) -> RenderableType:
     return render_message(message)
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _visible_text(model: _Model) -> _Model:
+    """``model`` with the control characters of its texts made visible, for the terminal.
+
+    Model replies and program output are untrusted. ``data`` (a run result, a
+    verdict) is left alone: it is not what the panel shows.
+    """
+    updates: dict[str, Any] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if name == "data":
+            continue
+        if isinstance(value, str):
+            updates[name] = visible_controls(value)
+        elif isinstance(value, list):
+            updates[name] = [
+                _visible_text(item) if isinstance(item, BaseModel) else item for item in value
+            ]
+    return model.model_copy(update=updates)
+
+
 def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None:
+    answer = result.answer or ""
     if result.solved:
         if quiet:
-            typer.echo(result.answer or "")
+            write_untrusted(sys.stdout, answer + "\n")
         else:
-            console.print(f"[bold green]answer:[/] {escape(result.answer or '')}", highlight=False)
+            console.print(
+                f"[bold green]answer:[/] {escape(visible_controls(answer))}", highlight=False
+            )
         return
-    err = Console(stderr=True, highlight=False)
+    err = _output.console(stderr=True)
     reason = result.stop_reason.value
-    err.print(f"[bold red]not solved[/] ({reason}): {escape(result.stop_detail)}")
+    detail = visible_controls(result.stop_detail)
+    err.print(f"[bold red]not solved[/] ({reason}): {escape(detail)}")
 
 
 class _TranscriptRecorder:
     """Appends one JSON object per line: every message, then the final result."""
 
-    def __init__(self, file: IO[str] | None) -> None:
+    def __init__(self, file: IO[str] | None, *, keep: bool = False) -> None:
         self._file = file
+        self._keep = keep
         self._started = time.monotonic()
+        self.records: list[dict[str, Any]] = []
+        """Every record, when asked to keep them (for the HTML page)."""
+        self._runs: list[ExecutionResult] = []
+        self._rounds = 0
+
+    def header(self, task: str, settings: CrewSettings) -> None:
+        """The first record: who ran what, where, with which settings, and when."""
+        self._write(
+            {
+                "event": "header",
+                "format": RESULT_FORMAT,
+                "sandcrew": sandcrew.__version__,
+                "task": task,
+                "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "models": {
+                    role: settings.model_for(role) for role in ("admin", "coder", "reviewer")
+                },
+                "endpoint": settings.endpoint.base_url,
+                "settings": settings.model_dump(mode="json", exclude={"endpoint": {"api_key"}}),
+            }
+        )
 
     def _write(self, record: dict[str, Any]) -> None:
-        if self._file is None:
+        if self._file is None and not self._keep:
             return
         record["elapsed"] = round(time.monotonic() - self._started, 4)
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
+        if self._keep:
+            # The page shows what the file holds: the record as its JSON reads back.
+            self.records.append(json.loads(json.dumps(record)))
+        if self._file is not None:
+            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.flush()
 
     def message(self, message: Message) -> None:
         record = {"event": "message", **message.model_dump(mode="json")}
         if isinstance(message.data, ExecutionResult):
             record["event"] = "run"
+            self._runs.append(message.data)
+        if message.sender != "admin" or self._rounds:
+            self._rounds += 1
         self._write(record)
+
+    def stopped(self, task: str) -> dict[str, Any]:
+        """The closing result when the user stopped the chat (Ctrl-C); returns it too."""
+        summary = {
+            "format": RESULT_FORMAT,
+            "task": task,
+            "solved": False,
+            "answer": None,
+            "stop_reason": StopReason.CALLER_STOPPED.value,
+            "stop_detail": "interrupted by the user (Ctrl-C)",
+            "rounds": max(self._rounds - 1, 0),
+            "total_tokens": None,
+            "duration": round(time.monotonic() - self._started, 3),
+            "runs": [_run_summary(run) for run in self._runs],
+            "error": None,
+        }
+        self._write({"event": "result", **summary})
+        return summary
 
     def result(self, result: CrewResult) -> None:
         if isinstance(result.error, FunctionCallRequiredError):
@@ -251,13 +340,13 @@ class _TranscriptRecorder:
 
 
 @contextlib.contextmanager
-def _open_transcript(path: Path | None) -> Iterator[_TranscriptRecorder]:
+def _open_transcript(path: Path | None, *, keep: bool) -> Iterator[_TranscriptRecorder]:
     if path is None:
-        yield _TranscriptRecorder(None)
+        yield _TranscriptRecorder(None, keep=keep)
         return
     try:
         file = path.open("w", encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write the transcript to {path}: {error}") from None
     with file:
-        yield _TranscriptRecorder(file)
+        yield _TranscriptRecorder(file, keep=keep)

@@ -2,13 +2,16 @@
 
 A thin shell over :mod:`sandcrew.suites`: it reads the options, shows a live
 progress bar and a final table, writes the reports and picks the exit code
-(0 all good, 1 failures or regressions, 2 usage errors, 130 interrupted).
+(see :mod:`sandcrew.cli._exit_codes`: 0 all good, 1 failures or regressions, 2 usage or
+configuration errors, 3 Docker or the model endpoint unreachable, 130 interrupted).
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,13 +25,17 @@ from rich.progress import (
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.table import Table
 
-from sandcrew.cli import suite_evaluate
+from sandcrew.cli import _options as options
+from sandcrew.cli import _output, suite_evaluate
+from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.cli._terminal import visible_controls
+from sandcrew.suites import SolverName
 
 if TYPE_CHECKING:
-    from sandcrew.crew import CrewSettings
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
         BaselineComparison,
@@ -39,8 +46,8 @@ if TYPE_CHECKING:
         TaskResult,
     )
 
-FAILURE_EXIT = 1
-INTERRUPTED_EXIT = 130
+FAILURE_EXIT = ExitCode.NOT_SOLVED
+INTERRUPTED_EXIT = ExitCode.INTERRUPTED
 FULL_TABLE_LIMIT = 40
 """Above this many tasks the final table lists only the tasks that did not pass."""
 
@@ -52,25 +59,22 @@ class ExecutorName(enum.StrEnum):
     RAY = "ray"
 
 
-def register(app: typer.Typer) -> None:
-    suite_app = typer.Typer(
-        name="suite",
-        help="Run regression suites of coding tasks in throwaway containers.",
-        no_args_is_help=True,
-    )
-    suite_app.command("run")(run)
-    suite_app.command("list")(list_suites)
-    suite_app.command("evaluate")(suite_evaluate.evaluate)
-    app.add_typer(suite_app, name="suite")
+suite_app = typer.Typer(
+    name="suite",
+    help="Run regression suites of coding tasks in throwaway containers.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 
+@suite_app.command("run")
 def run(
     suite: Annotated[
         str, typer.Argument(help="A shipped suite (basics, humaneval) or a .yaml/.jsonl file.")
     ],
     solver: Annotated[
-        str, typer.Option("--solver", "-s", help="canonical, completions or crew.")
-    ] = "crew",
+        SolverName, typer.Option("--solver", "-s", help="Who writes the solutions.")
+    ] = SolverName.CREW,
     completions: Annotated[
         Path | None,
         typer.Option(help="JSONL of {task_id, completion} for --solver completions."),
@@ -85,12 +89,12 @@ def run(
             "--filter", "-k", help="Keep tasks whose id or tag contains this (or matches a glob)."
         ),
     ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(help="Seconds per container run for tasks that set none (default: 10)."),
-    ] = None,
+    run_timeout: options.RunTimeoutOrTimeout = None,
     report: Annotated[Path | None, typer.Option(help="Write a JSON report here.")] = None,
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Write a self-contained HTML report here.")
+    ] = None,
     baseline: Annotated[
         Path | None,
         typer.Option(help="A previous --report: list regressions and fixes, fail on regressions."),
@@ -105,30 +109,21 @@ def run(
         str | None,
         typer.Option(help="Ray cluster address for --executor ray (default: start a local Ray)."),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Model for --solver crew.")] = None,
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint for --solver crew.")
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="TOML crew settings for --solver crew (see solve).")
-    ] = None,
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    config: options.Config = None,
 ) -> None:
     """Solve every task of SUITE and check the results in throwaway containers."""
-    from sandcrew.sandbox import SandboxConfig
-    from sandcrew.suites import (
-        CrewSolver,
-        SuiteError,
-        load_suite,
-        make_solver,
-        read_json_report,
+    from sandcrew.cli._preflight import check_before_solving, check_sandbox_image
+    from sandcrew.suites import SuiteError, load_suite, make_solver, read_json_report
+
+    settings = options.settings_from_options(
+        config=config,
+        model=model,
+        base_url=base_url,
+        sandbox=options.sandbox_flags(run_timeout=run_timeout),
     )
-
-    def crew_settings() -> CrewSettings:
-        from sandcrew.settings import load_crew_settings
-
-        return load_crew_settings({"model": model, "base_url": base_url}, config_path=config)
-
-    chosen_solver = make_solver(solver, completions=completions, crew_settings=crew_settings)
+    chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
     loaded = load_suite(suite)
     selected = loaded.filtered(filters or ())
     if not selected.tasks:
@@ -137,23 +132,34 @@ def run(
         )
     if executor is ExecutorName.LOCAL and address is not None:
         raise SuiteError("--address only applies to --executor ray")
-    for option, path in (("--report", report), ("--junit", junit)):
+    for option, path in (("--report", report), ("--junit", junit), ("--html", html)):
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
     previous = read_json_report(baseline) if baseline is not None else None
-    # The crew's own [sandbox] settings (config file) apply to its checks too.
-    base_config = chosen_solver.settings.sandbox if isinstance(chosen_solver, CrewSolver) else None
-    sandbox_config = base_config or SandboxConfig()
-    if timeout is not None:
-        sandbox_config = SandboxConfig.model_validate(
-            {**sandbox_config.model_dump(), "timeout": timeout}
+    if previous is not None and (previous.suite, previous.solver) != (selected.name, solver):
+        raise SuiteError(
+            f"--baseline {baseline} is a report of suite {previous.suite!r} with solver "
+            f"{previous.solver!r}; this run is suite {selected.name!r} with solver "
+            f"{solver.value!r}, so its verdicts cannot be compared"
         )
+    if solver is SolverName.CREW:
+        check_before_solving(settings)
+    else:
+        check_sandbox_image(settings.sandbox, "python")
+    sandbox_config = settings.sandbox
     task_executor = _make_executor(executor, address)
 
-    console = Console()
+    console = _output.console()
     final, interrupted = _run_with_progress(
         selected, chosen_solver, task_executor, concurrency, sandbox_config
     )
+    if solver is SolverName.CREW:
+        final = final.model_copy(update={"model": settings.endpoint.model})
+    comparison = None
+    if previous is not None:
+        from sandcrew.suites import compare_with_baseline
+
+        comparison = compare_with_baseline(final, previous)
     if report is not None:
         from sandcrew.suites import write_json_report
 
@@ -162,20 +168,51 @@ def run(
         from sandcrew.suites import write_junit
 
         write_junit(final, junit)
-    _print_results(console, final)
-    comparison = None
-    if previous is not None:
-        from sandcrew.suites import compare_with_baseline
+    if html is not None:
+        from sandcrew.suites import write_html_report
 
-        comparison = compare_with_baseline(final, previous)
+        write_html_report(final, html, comparison)
+    _print_results(console, final)
+    if comparison is not None:
         _print_comparison(console, comparison, baseline)
     raise typer.Exit(_exit_code(final, comparison, interrupted, allow_failures))
 
 
-def list_suites() -> None:
+@suite_app.command("report")
+def report_command(
+    report: Annotated[Path, typer.Argument(help="A JSON report written by `suite run --report`.")],
+    html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
+    baseline: Annotated[
+        Path | None,
+        typer.Option(help="A previous --report: show regressions and fixes first."),
+    ] = None,
+) -> None:
+    """Render an existing JSON report as a self-contained HTML page."""
+    from sandcrew.suites import (
+        SuiteError,
+        compare_with_baseline,
+        read_json_report,
+        write_html_report,
+    )
+
+    final = read_json_report(report)
+    comparison = None
+    if baseline is not None:
+        comparison = compare_with_baseline(final, read_json_report(baseline))
+    if not html.parent.is_dir():
+        raise SuiteError(f"--html {html}: the folder {html.parent} does not exist")
+    write_html_report(final, html, comparison)
+    _output.console(stderr=True).print(f"wrote {escape(str(html))}")
+
+
+@suite_app.command("list")
+def list_suites(as_json: options.Json = False) -> None:
     """Show the suites shipped with sandcrew."""
     from sandcrew.suites import list_suites as shipped
 
+    if as_json:
+        _output.print_json({"suites": _output.as_dicts(shipped())})
+        return
     table = Table(title="Shipped suites")
     table.add_column("Suite", style="bold")
     table.add_column("Tasks", justify="right")
@@ -184,7 +221,10 @@ def list_suites() -> None:
         count = str(info.task_count) if info.task_count is not None else "-"
         about = info.description if info.problem is None else f"{info.description} — {info.problem}"
         table.add_row(info.name, count, escape(about))
-    Console().print(table)
+    _output.console().print(table)
+
+
+suite_app.command("evaluate")(suite_evaluate.evaluate)
 
 
 def _make_executor(name: ExecutorName, address: str | None) -> TaskExecutor:
@@ -206,6 +246,7 @@ def _run_with_progress(
     from sandcrew.suites import SuiteRecorder, run_suite
 
     recorder = SuiteRecorder(suite, solver=solver.name, executor=executor.name)
+    err = _output.console(stderr=True)
     progress = Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -213,14 +254,23 @@ def _run_with_progress(
         MofNCompleteColumn(),
         TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} not passed"),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=not _output.is_terminal(sys.stderr),
     )
     bar = progress.add_task(suite.name, total=len(suite.tasks), passed=0, failed=0)
     counts = {"passed": 0, "failed": 0}
+    started = time.monotonic()
 
     def advance(result: TaskResult) -> None:
         counts["passed" if result.passed else "failed"] += 1
         progress.update(bar, advance=1, passed=counts["passed"], failed=counts["failed"])
+        if progress.disable:
+            err.print(
+                _progress_line(result, counts, len(suite.tasks), time.monotonic() - started),
+                markup=False,
+            )
 
     async def main() -> SuiteReport:
         return await run_suite(
@@ -238,8 +288,25 @@ def _run_with_progress(
             return asyncio.run(main()), False
         except KeyboardInterrupt:
             pass
-    Console(stderr=True).print("[yellow]Interrupted: reporting the tasks that finished.[/]")
+    _output.console(stderr=True).print("[yellow]Interrupted: reporting the tasks that finished.[/]")
     return recorder.report(interrupted=True), True
+
+
+def _progress_line(result: TaskResult, counts: dict[str, int], total: int, elapsed: float) -> str:
+    """One plain line per finished task, for logs: where we are and when we will be done."""
+    done = counts["passed"] + counts["failed"]
+    remaining = elapsed / done * (total - done)
+    return (
+        f"[{done}/{total}] {result.task_id} {result.status.value} · "
+        f"{counts['passed']} passed, {counts['failed']} not passed · "
+        f"elapsed {_clock(elapsed)} · ETA {_clock(remaining)}"
+    )
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 def _print_results(console: Console, report: SuiteReport) -> None:
@@ -263,7 +330,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
         for result in shown:
             style = _STATUS_STYLES[result.status.value]
             row = [
-                escape(result.task_id),
+                _cell(result.task_id),
                 f"[{style}]{result.status.value}[/]",
                 f"{result.duration:.2f}s",
                 str(result.container_runs),
@@ -272,9 +339,9 @@ def _print_results(console: Console, report: SuiteReport) -> None:
                 row += [
                     _optional(result.rounds),
                     _optional(result.total_tokens),
-                    escape(result.stop_reason or ""),
+                    _cell(result.stop_reason or ""),
                 ]
-            row.append(escape(_last_lines(result.detail)))
+            row.append(_cell(_last_lines(result.detail)))
             table.add_row(*row)
         console.print(table)
     if hidden:
@@ -298,15 +365,15 @@ def _print_comparison(
         for change in comparison.regressions:
             detail = _last_lines(change.detail, lines=1)
             console.print(
-                f"  [red]{escape(change.task_id)}[/]: {change.before} → {change.after}"
-                + (f" ({escape(detail)})" if detail else "")
+                f"  [red]{_cell(change.task_id)}[/]: {change.before} → {change.after}"
+                + (f" ({_cell(detail)})" if detail else "")
             )
     else:
         console.print(f"[green]No regressions[/] since {baseline}.")
     if comparison.fixes:
         console.print(f"[bold green]{len(comparison.fixes)} fixes[/]:")
         for change in comparison.fixes:
-            console.print(f"  [green]{escape(change.task_id)}[/]: {change.before} → {change.after}")
+            console.print(f"  [green]{_cell(change.task_id)}[/]: {change.before} → {change.after}")
     if comparison.still_failing:
         console.print(f"{len(comparison.still_failing)} tasks still do not pass.")
     if comparison.new_tasks:
@@ -330,6 +397,11 @@ def _exit_code(
 
 def _optional(value: int | None) -> str:
     return "" if value is None else str(value)
+
+
+def _cell(text: str) -> str:
+    """Task text for the terminal: markup escaped, control characters made visible."""
+    return escape(visible_controls(text))
 
 
 def _last_lines(text: str, *, lines: int = 3) -> str:

@@ -1,4 +1,4 @@
-"""`sandcrew version`."""
+"""`sandcrew version` (also `sandcrew --version`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import typer
 import sandcrew
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def version() -> None:
-        """Print the installed sandcrew version."""
-        typer.echo(sandcrew.__version__)
+def version() -> None:
+    """Print the installed sandcrew version."""
+    typer.echo(sandcrew.__version__)

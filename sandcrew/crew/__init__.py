@@ -15,7 +15,13 @@ from sandcrew.crew._review import (
     review_code_block,
 )
 from sandcrew.crew._runner import NO_CODE_REPLY, RunnerAgent
-from sandcrew.crew._settings import DEFAULT_MODEL, CrewMode, CrewSettings, ModelRole
+from sandcrew.crew._settings import (
+    DEFAULT_MODEL,
+    CrewMode,
+    CrewSettings,
+    InvalidSettings,
+    ModelRole,
+)
 from sandcrew.crew._workflow import crew_workflow
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "CrewMode",
     "CrewResult",
     "CrewSettings",
+    "InvalidSettings",
     "ModelRole",
     "ReviewClaims",
     "ReviewVerdict",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Self
 import openai
 
 from sandcrew.agents import (
+    CHARS_PER_TOKEN,
     Agent,
     ChatResult,
     FunctionCallMiddleware,
@@ -19,6 +21,7 @@ from sandcrew.agents import (
     OpenAIChatAgent,
     StopReason,
     TextMessage,
+    TokenMeter,
     TrimContextMiddleware,
     UnsignalledCompletion,
     final_answer,
@@ -39,8 +42,6 @@ from sandcrew.crew._settings import CrewMode, CrewSettings, ModelRole
 from sandcrew.crew._workflow import crew_workflow
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, Sandbox
 
-CHARS_PER_TOKEN = 3
-"""A cautious estimate (English text and code average closer to 4) for fitting the context."""
 CONTEXT_RESERVED_FOR_REPLY = 1024
 """Tokens of the model's context left free for its reply."""
 
@@ -68,6 +69,9 @@ class CrewResult:
     error: BaseException | None = field(default=None, repr=False, compare=False)
     notes: list[str] = field(default_factory=list)
     """What the chat decided on its own, e.g. a fallback speaker and why."""
+    tokens_estimated: bool = False
+    """Some of ``total_tokens`` were estimated (the endpoint reported no usage, or a request
+    ended without a reply)."""
 
 
 class Crew:
@@ -91,12 +95,9 @@ class Crew:
         """Input files every run receives; the task tells the crew about them."""
         self._output_files = output_files
         self._owns_client = client is None
-        self.client = client or openai.AsyncOpenAI(
-            base_url=settings.base_url,
-            api_key=settings.api_key_value(),
-            max_retries=settings.model_retries,
-            timeout=settings.request_timeout,
-        )
+        self.client = client or settings.endpoint.client()
+        # Every model request (speaker selection included) keeps within one token budget.
+        self.token_meter = TokenMeter(settings.token_budget)
         self.admin = self._model_agent(
             "admin",
             ADMIN_PROMPT,
@@ -109,16 +110,18 @@ class Crew:
             "Writes one Python code block that prints the result.",
             temperature=0.4,
         )
-        self.reviewer = self._model_agent(
+        reviewer_model = self._model_agent(
             "reviewer",
             REVIEWER_PROMPT,
             "Reviews the coder's code block before it runs.",
             temperature=0,
-        ).use(
+        )
+        self.reviewer = reviewer_model.use(
             FunctionCallMiddleware(
                 [review_code_block], required=True, max_attempts=settings.review_attempts
             ),
-            VerdictMiddleware(coder_name="coder"),
+            # Without usable tools the same model reviews in plain text.
+            VerdictMiddleware(coder_name="coder", text_reviewer=reviewer_model),
         )
         self.runner = RunnerAgent(
             sandbox,
@@ -133,11 +136,13 @@ class Crew:
     ) -> MiddlewareAgent:
         agent = OpenAIChatAgent(
             role,
+            endpoint=self.settings.endpoint,
             model=self.settings.model_for(role),
             system_message=prompt,
             description=description,
             temperature=temperature,
             client=self.client,
+            token_meter=self.token_meter,
         )
         return agent.use(self._context_fit(prompt))
 
@@ -165,7 +170,11 @@ class Crew:
             # Speaker selection has its own prompt (the role-play game), so it uses a plain
             # agent on the admin's model rather than the admin with its task instructions.
             selector = OpenAIChatAgent(
-                "admin", model=self.settings.model_for("admin"), client=self.client
+                "admin",
+                endpoint=self.settings.endpoint,
+                model=self.settings.model_for("admin"),
+                client=self.client,
+                token_meter=self.token_meter,
             ).use(self._context_fit(""))
         chat = GroupChat(
             members,
@@ -184,6 +193,7 @@ class Crew:
         content = task + describe_run_files(self.files, output_files=self._output_files)
         opening = TextMessage(role="user", content=content, sender=self.admin.name)
         first_run = len(self.runner.runs)
+        spent_before = self.token_meter.spent
         started = time.monotonic()
         stream = self.chat.send([opening], max_round=self.settings.max_rounds)
         if on_message is not None:
@@ -192,7 +202,15 @@ class Crew:
             if on_message is not None:
                 await _deliver(on_message, message)
         runs = self.runner.runs[first_run:]
-        return self._result(task, stream.result, time.monotonic() - started, runs)
+        result = self._result(task, stream.result, time.monotonic() - started, runs)
+        # The meter also saw what the chat cannot: requests that ended the chat with an error
+        # and requests abandoned when the time budget ran out.
+        spent = self.token_meter.spent.total_tokens - spent_before.total_tokens
+        return dataclasses.replace(
+            result,
+            total_tokens=max(result.total_tokens, spent),
+            tokens_estimated=result.tokens_estimated or self.token_meter.spent.estimated,
+        )
 
     async def aclose(self) -> None:
         """Close the model client if this crew made it."""
@@ -226,6 +244,7 @@ class Crew:
             messages=chat.messages,
             error=chat.error,
             notes=chat.notes,
+            tokens_estimated=chat.usage.estimated,
         )
 
 

@@ -4,11 +4,16 @@ The model reviews the coder's message by calling ``review_code_block``; the
 facts that the code itself proves (how many blocks, which language, whether it
 parses) override what the model claimed, so code that does not parse is never
 approved.
+
+Where the endpoint cannot make the call (it supports no tools, or every attempt came back
+without a call), the review needs no tools: the model answers ``APPROVE`` or ``REJECT: what
+to fix`` in plain text, and the proven facts still decide what they prove.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
@@ -16,16 +21,25 @@ from pydantic import BaseModel, ConfigDict
 from sandcrew.agents import (
     Agent,
     AggregateMessage,
+    FunctionCallRequiredError,
     GenerateReplyOptions,
     Message,
     TextMessage,
     ToolCall,
+    ToolsUnsupportedError,
+    Usage,
 )
 from sandcrew.crew._code_facts import CodeFacts, inspect_code
 from sandcrew.errors import ModelBehaviorError
 from sandcrew.functions import function
 
 APPROVAL_TEXT = "The code looks good, please ask runner to run the code for you."
+TEXT_REVIEW_PROMPT = (
+    "Review the code block in coder's last message. It must be one Python code block that "
+    "runs at the top level and prints its result. Answer with one line: APPROVE, or "
+    "REJECT: followed by what to fix."
+)
+_VERDICT_WORD = re.compile(r"\b(approved?|lgtm|reject(?:ed)?)\b", re.IGNORECASE)
 COMMENTS_HEADLINE = "There're some comments from code reviewer, please fix these comments"
 
 
@@ -120,33 +134,120 @@ class VerdictMiddleware:
     """Turns the reviewer's function call into a verdict message (text + ``data``).
 
     Sits outside the function-call middleware, so it sees the executed call; the
-    code it reviews is the last message from ``coder_name``.
+    code it reviews is the last message from ``coder_name``. ``text_reviewer`` (the bare
+    model agent, without tools) gives the plain-text review when the endpoint cannot make
+    the call; without it such a failure ends the review with the error.
     """
 
     name = "review_verdict"
 
-    def __init__(self, *, coder_name: str = "coder") -> None:
+    def __init__(self, *, coder_name: str = "coder", text_reviewer: Agent | None = None) -> None:
         self._coder_name = coder_name
+        self._text_reviewer = text_reviewer
 
     async def __call__(
         self, messages: Sequence[Message], options: GenerateReplyOptions, agent: Agent
     ) -> Message:
-        reply = await agent.generate_reply(messages, options)
+        from_coder = [message for message in messages if message.sender == self._coder_name]
+        facts = inspect_code(from_coder[-1].content if from_coder else "")
+        try:
+            reply = await agent.generate_reply(messages, options)
+        except ToolsUnsupportedError as error:
+            if self._text_reviewer is None:
+                raise
+            return await self._text_review(messages, facts, agent.name, str(error), None, [])
+        except FunctionCallRequiredError as error:
+            if self._text_reviewer is None or not error.made_no_call:
+                raise
+            notes = [
+                f"attempt {n}: {' | '.join(a.errors)}" for n, a in enumerate(error.attempts, 1)
+            ]
+            why = f"no function call in {len(error.attempts)} attempt(s)"
+            return await self._text_review(messages, facts, agent.name, why, error.usage, notes)
         call = _review_call(reply)
         if call is None:
             raise ModelBehaviorError(
                 f"the reviewer answered without calling {review_code_block.name}: "
                 f"{reply.content[:200]!r}"
             )
-        from_coder = [message for message in messages if message.sender == self._coder_name]
-        facts = inspect_code(from_coder[-1].content if from_coder else "")
         verdict = decide(claims_from_arguments(call.arguments), facts)
         return TextMessage(
             content=verdict.to_text(),
             sender=reply.sender or agent.name,
             usage=reply.usage,
             data=verdict,
+            notes=reply.notes,
         )
+
+    async def _text_review(
+        self,
+        messages: Sequence[Message],
+        facts: CodeFacts,
+        sender: str,
+        why: str,
+        spent: Usage | None,
+        notes: list[str],
+    ) -> Message:
+        assert self._text_reviewer is not None
+        question = TextMessage(role="user", content=TEXT_REVIEW_PROMPT, sender="admin")
+        reply = await self._text_reviewer.generate_reply([*messages, question])
+        approves = _plain_verdict(reply.content)
+        claims = ReviewClaims(
+            has_multiple_code_blocks=facts.has_multiple_code_blocks,
+            is_top_level_statement=_judged(facts.top_level, approves),
+            is_python_code_block=facts.is_runnable_language,
+            is_print_result_to_console=_judged(facts.prints_result, approves),
+        )
+        verdict = decide(claims, facts)
+        if approves is False and not verdict.comments:
+            verdict = verdict.model_copy(
+                update={"approved": False, "comments": [_reason(reply.content)]}
+            )
+        said = "unclear, so the proven facts decided" if approves is None else reply.content
+        return TextMessage(
+            content=verdict.to_text(),
+            sender=sender,
+            usage=_sum(spent, reply.usage),
+            data=verdict,
+            notes=[
+                *notes,
+                *reply.notes,
+                f"reviewed without tools ({why}); the model's verdict: {_trimmed(said)}",
+            ],
+        )
+
+
+def _plain_verdict(text: str) -> bool | None:
+    """True for APPROVE, False for REJECT, None when the reply says neither (or both)."""
+    words = [match.lower() for match in _VERDICT_WORD.findall(text)]
+    approve = any(word.startswith("approv") or word == "lgtm" for word in words)
+    reject = any(word.startswith("reject") for word in words)
+    if approve == reject:
+        return None
+    return approve
+
+
+def _sum(first: Usage | None, second: Usage | None) -> Usage | None:
+    if first is None or second is None:
+        return first or second
+    return first + second
+
+
+def _judged(proven: bool | None, approves: bool | None) -> bool:
+    """A check the code proves keeps its proof; otherwise the model's verdict (or yes)."""
+    if proven is not None:
+        return proven
+    return approves is not False
+
+
+def _reason(text: str) -> str:
+    _, _, after = text.partition(":")
+    return _trimmed(after.strip() or text.strip())
+
+
+def _trimmed(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _review_call(reply: Message) -> ToolCall | None:

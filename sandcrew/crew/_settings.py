@@ -1,20 +1,53 @@
-"""Typed settings of one crew: model endpoint, per-role models, limits, sandbox."""
+"""Typed settings of one crew: model endpoint, per-role models, limits, sandbox.
+
+Every limit is validated here, with upper bounds that keep the arithmetic of deadlines and
+budgets meaningful; the command line and the config file only feed these models.
+"""
 
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
 
+from sandcrew.agents import DEFAULT_MODEL, ModelEndpoint
+from sandcrew.core import describe_invalid_value
 from sandcrew.errors import ConfigurationError
 from sandcrew.sandbox import SandboxConfig
 
-DEFAULT_MODEL = "gpt-4o-mini"
-NO_KEY_PLACEHOLDER = "sandcrew-no-key"
-"""Sent as the API key to local servers that need none (the client insists on one)."""
-
 ModelRole = Literal["admin", "coder", "reviewer"]
+
+MAX_ROUNDS = 1000
+"""Agent replies per chat at most; far above any useful chat, below an accidental runaway."""
+MAX_TIME_BUDGET = 7 * 24 * 3600.0
+"""A week: the longest wall-clock budget a chat accepts."""
+MAX_TOKEN_BUDGET = 10**9
+MAX_REVIEW_ATTEMPTS = 10
+
+
+class InvalidSettings(ConfigurationError):
+    """Settings that fail validation; ``problems`` holds (dotted field name, why) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        listed = "; ".join(f"{name}: {why}" for name, why in problems)
+        super().__init__(f"invalid settings: {listed}")
+
+
+def _dotted(location: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in location)
+
+
+def _why(problem: Any) -> str:
+    return describe_invalid_value({**problem, "loc": ()})
 
 
 class CrewMode(enum.StrEnum):
@@ -33,43 +66,43 @@ class CrewSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = DEFAULT_MODEL
-    base_url: str | None = None
-    """An OpenAI-compatible endpoint (Ollama, vLLM, llama.cpp, LM Studio, Azure …)."""
-    api_key: SecretStr | None = None
+    endpoint: ModelEndpoint = Field(default_factory=ModelEndpoint)
+    """Where the models live (one client for every agent) and the default model."""
     role_models: dict[ModelRole, str] = Field(default_factory=dict)
     """Per-role model overrides, e.g. a cheaper reviewer."""
     mode: CrewMode = CrewMode.WORKFLOW
-    max_rounds: int = Field(default=20, ge=1)
+    max_rounds: int = Field(default=20, ge=1, le=MAX_ROUNDS)
     """Agent replies allowed before the chat stops (speaker selection not counted)."""
-    token_budget: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=1, le=MAX_TOKEN_BUDGET)
     """Total tokens (all models, speaker selection included) before the chat stops."""
-    time_budget: float | None = Field(default=None, gt=0)
+    time_budget: float | None = Field(default=None, gt=0, le=MAX_TIME_BUDGET, allow_inf_nan=False)
     """Wall-clock seconds before the chat stops."""
-    review_attempts: int = Field(default=3, ge=1)
+    review_attempts: int = Field(default=3, ge=1, le=MAX_REVIEW_ATTEMPTS)
     """How often the reviewer model is asked to make its function call."""
-    model_retries: int = Field(default=2, ge=0)
-    """Client retries (with backoff) on 429, 5xx and timeouts, per model request."""
-    request_timeout: float = Field(default=60.0, gt=0)
-    context_tokens: int = Field(default=8192, ge=2048)
+    context_tokens: int = Field(default=8192, ge=2048, le=10**7)
     """The models' context size: the oldest turns are left out of a request that would not
     fit it (the task and the latest code, review and run always stay)."""
-    max_output_chars: int = Field(default=4000, ge=100)
+    max_output_chars: int = Field(default=4000, ge=100, le=10**7)
     """Longer texts (run outputs, long replies) reach a model trimmed to head and tail."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
-    def model_for(self, role: ModelRole) -> str:
-        return self.role_models.get(role, self.model)
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_clear_error(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            raise InvalidSettings(
+                [(_dotted(error["loc"]), _why(error)) for error in exc.errors()]
+            ) from None
 
-    def api_key_value(self) -> str:
-        """The key to send; fails with the way to configure a model when there is none."""
-        if self.api_key is not None and self.api_key.get_secret_value():
-            return self.api_key.get_secret_value()
-        if self.base_url:
-            return NO_KEY_PLACEHOLDER
-        raise ConfigurationError(
-            "no model configured: set OPENAI_API_KEY to use OpenAI, or pass --base-url "
-            "(or set OPENAI_BASE_URL) for a local OpenAI-compatible server, e.g. "
-            "--base-url http://localhost:11434/v1 for Ollama, http://localhost:8000/v1 for "
-            "vLLM, http://localhost:8080/v1 for llama.cpp"
-        )
+    @property
+    def model(self) -> str:
+        """The default model (of every role without its own)."""
+        return self.endpoint.model
+
+    def model_for(self, role: ModelRole) -> str:
+        return self.role_models.get(role, self.endpoint.model)
+
+
+__all__ = ["DEFAULT_MODEL", "CrewMode", "CrewSettings", "InvalidSettings", "ModelRole"]

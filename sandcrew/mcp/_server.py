@@ -58,7 +58,8 @@ def build_server(toolbox: SandboxToolbox, limits: ServerLimits, *, with_solve: b
         scope = CallScope(report_progress=_progress_reporter(ctx))
         token = CURRENT_CALL.set(scope)
         try:
-            outcome = await tool.acall_json(json.dumps(params.arguments or {}))
+            # Clients here are programs: loose arguments are refused, not repaired.
+            outcome = await tool.acall_json(json.dumps(params.arguments or {}), repair=False)
         finally:
             CURRENT_CALL.reset(token)
         if outcome.ok:

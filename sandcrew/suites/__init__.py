@@ -17,6 +17,8 @@ from ._evaluation import (
     evaluate_functional_correctness,
     evaluate_samples,
 )
+from ._harness import SealedCheck, seal_check
+from ._html import render_html_report, write_html_report
 from ._loading import (
     HUMANEVAL,
     SuiteInfo,
@@ -72,6 +74,7 @@ __all__ = [
     "RayExecutor",
     "RegexAnswer",
     "SampleResult",
+    "SealedCheck",
     "Solver",
     "SolverName",
     "StatusChange",
@@ -102,7 +105,10 @@ __all__ = [
     "numbers_in",
     "pass_at_k",
     "read_json_report",
+    "render_html_report",
     "run_suite",
+    "seal_check",
+    "write_html_report",
     "write_json_report",
     "write_junit",
 ]

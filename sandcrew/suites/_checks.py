@@ -1,7 +1,8 @@
 """Deciding whether an answer or a completion passes.
 
 Answer checks are pure functions on text. Code checks build one program from
-the task and the completion and run it in a fresh container of the sandbox.
+the task and the completion, wrap it in the sealed harness (:mod:`._harness`)
+and run it in a fresh container of the sandbox.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
+from ._harness import SealedCheck, seal_check
 from ._outcomes import TaskOutcome, TaskStatus
 from ._tasks import AnswerTask, CodeTask, ExactAnswer, NumberAnswer, RegexAnswer
 
@@ -59,17 +61,18 @@ def describe_expected(expected: ExactAnswer | NumberAnswer | RegexAnswer) -> str
 
 
 def check_program(task: CodeTask, completion: str) -> str:
-    """The program whose exit code decides a code task: prompt, completion, tests, check.
+    """The task's code the harness runs before it calls ``check``: prompt, completion, tests.
 
     A completion is normally the body of the prompt's function. A completion
     that defines the whole function itself (as chat models tend to write it)
     follows the prompt closed by a ``pass`` body, so that the prompt's imports
-    and helpers still apply and the completion's definition wins.
+    and helpers still apply and the completion's definition wins. The harness
+    (:func:`seal_check`) then calls ``check(entry_point)`` itself.
     """
     if _defines_function(completion, task.entry_point):
         newline = "" if task.prompt.endswith("\n") else "\n"
         completion = f"{newline}    pass\n\n\n{completion}"
-    return f"{task.prompt}{completion}\n\n{task.test}\n\ncheck({task.entry_point})\n"
+    return f"{task.prompt}{completion}\n\n{task.test}\n"
 
 
 def _defines_function(code: str, name: str) -> bool:
@@ -90,9 +93,34 @@ def check_answer(task: AnswerTask, *candidates: str | None) -> TaskOutcome:
 
 
 async def run_code_check(task: CodeTask, completion: str, sandbox: Sandbox) -> TaskOutcome:
-    """Run the check program of ``task`` with ``completion`` in a fresh container."""
-    result = await sandbox.run(check_program(task, completion), "python", timeout=task.timeout)
-    return outcome_of_run(result)
+    """Run ``completion`` against the tests of ``task`` in a fresh container, under the harness.
+
+    Passes only when the run ends with the harness's pass status and token,
+    which it produces after ``check()`` returned (see :mod:`._harness`).
+    """
+    sealed = seal_check(check_program(task, completion), task.entry_point)
+    result = await sandbox.run(sealed.program, "python", timeout=task.timeout)
+    return sealed_outcome(sealed, result)
+
+
+def sealed_outcome(sealed: SealedCheck, result: ExecutionResult) -> TaskOutcome:
+    """pass only with the harness's evidence; timeout when killed at the deadline; else fail."""
+    if result.timed_out or result.oom_killed:
+        return outcome_of_run(result)
+    if sealed.passed(result.exit_code, result.stdout):
+        return TaskOutcome(status=TaskStatus.PASS, container_runs=1)
+    if result.exit_code == sealed.pass_status and result.stdout_truncated:
+        detail = (
+            "the program printed more than the sandbox keeps, which cut off the "
+            "harness's evidence that check() returned"
+        )
+    elif result.exit_code == 0:
+        detail = _tail(result.stderr.strip(), DETAIL_CHARS) or (
+            "the program exited with code 0 before check() returned"
+        )
+    else:
+        detail = _tail(result.stderr.strip(), DETAIL_CHARS) or f"exit code {result.exit_code}"
+    return TaskOutcome(status=TaskStatus.FAIL, container_runs=1, detail=detail)
 
 
 async def run_answer_program(task: AnswerTask, code: str, sandbox: Sandbox) -> TaskOutcome:
@@ -104,7 +132,7 @@ async def run_answer_program(task: AnswerTask, code: str, sandbox: Sandbox) -> T
 
 
 def outcome_of_run(result: ExecutionResult) -> TaskOutcome:
-    """pass on exit 0; timeout when the deadline killed it; fail otherwise."""
+    """pass on exit 0 (answer programs); timeout when the deadline killed it; fail otherwise."""
     if result.timed_out:
         return TaskOutcome(
             status=TaskStatus.TIMEOUT,

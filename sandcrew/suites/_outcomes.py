@@ -11,7 +11,7 @@ class TaskStatus(enum.StrEnum):
     """How a task ended."""
 
     PASS = "pass"
-    """The answer matched, or the check program exited 0."""
+    """The answer matched, or the harness saw ``check()`` return."""
     FAIL = "fail"
     """The answer or the completion is wrong (a failing check, a wrong answer)."""
     ERROR = "error"

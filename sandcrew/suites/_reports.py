@@ -61,6 +61,10 @@ class SuiteReport(BaseModel):
     """Ids of tasks that did not finish because the run was interrupted."""
     results: tuple[TaskResult, ...]
     """Finished tasks, in suite order."""
+    model: str | None = None
+    """The model the crew solver used (``None`` for the other solvers)."""
+    sandcrew_version: str | None = None
+    """The sandcrew that ran the suite."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -119,7 +123,8 @@ def write_junit(report: SuiteReport, path: Path) -> None:
         "skipped": str(counts.not_run),
         "time": f"{report.duration:.3f}",
     }
-    root = ET.Element("testsuites", attributes)
+    # junit-10.xsd allows no `skipped` on <testsuites>, only on <testsuite>.
+    root = ET.Element("testsuites", {k: v for k, v in attributes.items() if k != "skipped"})
     suite = ET.SubElement(
         root, "testsuite", {**attributes, "timestamp": report.started_at.isoformat()}
     )

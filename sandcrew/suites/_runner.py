@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
+from sandcrew import __version__
 from sandcrew.errors import ConfigurationError
 
 from ._errors import SuiteError
@@ -88,6 +89,7 @@ class SuiteRecorder:
             interrupted=interrupted,
             not_run=not_run,
             results=ordered,
+            sandcrew_version=__version__,
         )
 
 

@@ -5,7 +5,8 @@ Two kinds exist, told apart by ``kind``:
 * an *answer* task asks a question whose answer is checked against an expected
   value (exact text, a number within a tolerance, or a regular expression);
 * a *code* task (HumanEval style) asks for a function; a completion passes when
-  ``prompt + completion + test + check(entry_point)`` exits 0 in a container.
+  ``check(entry_point)``, run after ``prompt + completion + test`` in a container,
+  returns normally (the sealed harness vouches for that, not the exit code 0).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ The registry :data:`PERSONAS` is a plain mapping from name to persona.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -100,7 +101,7 @@ class Persona:
     cause: str | None = None
     modes: tuple[Mode, ...] = ("workflow",)
     settings: dict[str, Any] = field(default_factory=dict)
-    """Crew settings the persona needs (as keys of a sandcrew TOML config file)."""
+    """Crew settings the persona needs (as tables and keys of a sandcrew TOML config file)."""
 
     def script(self, mode: Mode = "workflow") -> list[Turn]:
         """The turns a :class:`~sandcrew.testing.ScriptedModelServer` answers with."""
@@ -286,3 +287,158 @@ PERSONAS: dict[str, Persona] = _personas(
     ),
 )
 """Every persona by name (a plain mapping; add yours with ``PERSONAS[name] = persona``)."""
+
+# --- The model endpoint: loose tool calls, servers without (some) tool support, empty
+# replies, missing usage, a stalled server.
+
+OLLAMA_NO_TOOLS = "registry.ollama.ai/library/gemma2:2b does not support tools"
+FORCED_CHOICE_REJECTED = "tool_choice must be 'auto' or 'none'"
+
+
+def _review_call(arguments: str | dict[str, Any], **fields: Any) -> Turn:
+    call = ScriptedToolCall(name="review_code_block", arguments=arguments)
+    return Turn(agent="reviewer", tool_calls=[call], **fields)
+
+
+def _reviewer_says(name: str, habit: str, *turns: Turn, **fields: Any) -> Persona:
+    return Persona(name, habit, reviewer=turns, **fields)
+
+
+_TEXT_CALL = json.dumps({"name": "review_code_block", "arguments": ALL_CHECKS_PASS})
+_DISAGREEING = (
+    ScriptedToolCall(
+        name="review_code_block",
+        arguments={**ALL_CHECKS_PASS, "is_print_result_to_console": False},
+    ),
+    ScriptedToolCall(name="review_code_block", arguments=ALL_CHECKS_PASS),
+)
+
+PERSONAS.update(
+    _personas(
+        _reviewer_says(
+            "booleans-as-strings",
+            'The review call says "true"/"false" instead of booleans (no schema enforcement).',
+            _review_call({key: str(value).lower() for key, value in ALL_CHECKS_PASS.items()}),
+        ),
+        _reviewer_says(
+            "extra-argument",
+            "The review call adds an argument the function does not declare.",
+            _review_call({**ALL_CHECKS_PASS, "language": "python"}),
+        ),
+        _reviewer_says(
+            "fenced-arguments",
+            "The review call's arguments come in a ```json fence, followed by a remark.",
+            _review_call(f"```json\n{json.dumps(ALL_CHECKS_PASS)}\n```\nThe code is fine."),
+        ),
+        _reviewer_says(
+            "arguments-as-object",
+            "The server sends the arguments as a JSON object instead of a JSON string.",
+            Turn(
+                agent="reviewer",
+                tool_calls=[
+                    ScriptedToolCall(
+                        name="review_code_block", arguments=ALL_CHECKS_PASS, as_object=True
+                    )
+                ],
+            ),
+        ),
+        _reviewer_says(
+            "call-as-plain-json",
+            'The call is written in the text as {"name": ..., "parameters": ...} (Llama).',
+            Turn(
+                agent="reviewer",
+                content=json.dumps({"name": "review_code_block", "parameters": ALL_CHECKS_PASS}),
+            ),
+        ),
+        _reviewer_says(
+            "tool-call-block",
+            "The call is written in the text as a <tool_call> block (Hermes, Qwen).",
+            Turn(agent="reviewer", content=f"<tool_call>\n{_TEXT_CALL}\n</tool_call>"),
+        ),
+        _reviewer_says(
+            "parallel-identical-calls",
+            "The reviewer makes the same call twice in parallel.",
+            Turn(agent="reviewer", tool_calls=[_DISAGREEING[1], _DISAGREEING[1]]),
+        ),
+        _reviewer_says(
+            "parallel-disagreeing-calls",
+            "The reviewer makes two review calls that disagree; asked again, it makes one.",
+            Turn(agent="reviewer", tool_calls=list(_DISAGREEING)),
+            reviewer_turn(),
+            extra_calls=1,
+        ),
+        _reviewer_says(
+            "ollama-no-tools",
+            'Ollama with a model without tools: HTTP 400 "... does not support tools".',
+            Turn(agent="reviewer", tools=True, status=400, error_message=OLLAMA_NO_TOOLS),
+            Turn(agent="reviewer", tools=False, content="APPROVE"),
+            extra_calls=1,
+        ),
+        _reviewer_says(
+            "vllm-named-choice-only",
+            "vLLM without auto tool choice: only a named tool_choice is accepted.",
+            reviewer_turn().model_copy(update={"tool_choice": "named"}),
+        ),
+        _reviewer_says(
+            "forced-choice-rejected",
+            "A server that rejects forced tool choices with HTTP 400 but makes calls on auto.",
+            Turn(
+                agent="reviewer",
+                tool_choice="named",
+                status=400,
+                error_message=FORCED_CHOICE_REJECTED,
+            ),
+            Turn(
+                agent="reviewer",
+                tool_choice="required",
+                status=400,
+                error_message=FORCED_CHOICE_REJECTED,
+            ),
+            reviewer_turn().model_copy(update={"tool_choice": "auto"}),
+            extra_calls=2,
+        ),
+        _reviewer_says(
+            "forced-choice-empty",
+            "LM Studio: a forced tool choice answered with empty content.",
+            Turn(agent="reviewer", tool_choice="named", content=""),
+            reviewer_turn().model_copy(update={"tool_choice": "auto"}),
+            extra_calls=1,
+        ),
+        Persona(
+            "empty-replies",
+            "A local server answers the coder and the reviewer once with empty content.",
+            coder=(coder_turn(""), coder_turn(COMPLIANT_CODER)),
+            reviewer=(Turn(agent="reviewer", content=""), reviewer_turn()),
+            extra_calls=2,
+        ),
+        Persona(
+            "no-usage",
+            "The server reports no token usage.",
+            coder=(Turn(agent="coder", content=COMPLIANT_CODER, omit_usage=True),),
+            reviewer=(reviewer_turn().model_copy(update={"omit_usage": True}),),
+            admin=(admin_turn(COMPLIANT_ADMIN).model_copy(update={"omit_usage": True}),),
+        ),
+        Persona(
+            "stalled-server",
+            "A serial local server that answers long after the request timeout.",
+            coder=(Turn(agent="coder", content=COMPLIANT_CODER, delay=5.0),),
+            reviewer=(),
+            admin=(),
+            rescued=False,
+            runs=0,
+            stop_reason="error",
+            cause="is slow: no answer within 1.0 s",
+            settings={"endpoint": {"timeout": 1}},
+        ),
+        _reviewer_says(
+            "invalid-review-calls",
+            "The review call's arguments cannot be repaired, attempt after attempt.",
+            _review_call({**ALL_CHECKS_PASS, "is_python_code_block": "maybe"}, times=3),
+            admin=(),
+            rescued=False,
+            runs=0,
+            stop_reason="error",
+            cause="did not make a valid call to review_code_block in 3 attempt(s)",
+        ),
+    )
+)

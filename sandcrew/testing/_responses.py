@@ -41,7 +41,7 @@ def _tool_calls(turn: Turn, request_number: int) -> list[dict[str, Any]]:
         {
             "id": call.id or f"call_{request_number}_{index}",
             "type": "function",
-            "function": {"name": call.name, "arguments": call.arguments_json()},
+            "function": {"name": call.name, "arguments": call.wire_arguments()},
         }
         for index, call in enumerate(turn.tool_calls)
     ]
@@ -72,7 +72,7 @@ def completion_body(turn: Turn, body: Mapping[str, Any], request_number: int) ->
                 "logprobs": None,
             }
         ],
-        "usage": usage_for(turn, body),
+        **({} if turn.omit_usage else {"usage": usage_for(turn, body)}),
     }
 
 
@@ -120,7 +120,7 @@ def stream_chunks(
             }
         )
     yield chunk({}, _finish_reason(turn))
-    if include_usage:
+    if include_usage and not turn.omit_usage:
         yield {**base, "choices": [], "usage": usage_for(turn, body)}
 
 

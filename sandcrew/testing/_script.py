@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -39,18 +39,30 @@ from pydantic import (
 
 
 class ScriptedToolCall(BaseModel):
-    """A tool call the scripted model makes; ``arguments`` may be a JSON text or an object."""
+    """A tool call the scripted model makes; ``arguments`` may be a JSON text or an object.
+
+    ``as_object`` sends the arguments as a JSON object on the wire instead of the JSON string
+    the API specifies (as some servers do).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     name: str
     arguments: str | dict[str, Any] = "{}"
     id: str | None = None
+    as_object: bool = False
 
     def arguments_json(self) -> str:
         if isinstance(self.arguments, str):
             return self.arguments
         return json.dumps(self.arguments)
+
+    def wire_arguments(self) -> str | dict[str, Any]:
+        """What the ``arguments`` field carries in the response."""
+        if not self.as_object:
+            return self.arguments_json()
+        value = json.loads(self.arguments_json())
+        return value if isinstance(value, dict) else self.arguments_json()
 
 
 class Turn(BaseModel):
@@ -60,14 +72,18 @@ class Turn(BaseModel):
       * ``agent`` — the request's ``X-Sandcrew-Agent`` header equals it;
       * ``system`` — the first system message contains this text;
       * ``contains`` — the last message's text contains this text;
+      * ``tools`` — the request offers tools (``true``) or none (``false``);
+      * ``tool_choice`` — the request's tool choice is this form: ``auto``, ``required``,
+        ``none``, ``named`` (a function by name) or ``absent``;
       * ``when`` — a predicate over the parsed request body (Python only, not from files).
 
     Answer: ``raw_body`` (sent as is with ``content_type``, default ``text/plain``, and
     ``status``, default 200 — e.g. the HTML page a proxy returns at a wrong base URL), else
     ``status`` (an HTTP error such as 500 or 429, with ``error_message`` and an optional
     ``retry_after`` in seconds), else ``refusal``, else ``tool_calls`` and/or ``content``.
-    ``usage`` overrides the computed token counts; ``delay`` waits before answering; ``times``
-    lets one turn answer several requests.
+    ``usage`` overrides the computed token counts and ``omit_usage`` leaves them out (as many
+    local servers do); ``delay`` waits before answering; ``times`` lets one turn answer
+    several requests.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -75,6 +91,8 @@ class Turn(BaseModel):
     agent: str | None = None
     system: str | None = None
     contains: str | None = None
+    tools: bool | None = None
+    tool_choice: Literal["auto", "required", "none", "named", "absent"] | None = None
     when: Callable[[dict[str, Any]], bool] | None = Field(default=None, exclude=True)
 
     content: str | None = None
@@ -87,6 +105,7 @@ class Turn(BaseModel):
     retry_after: float | None = None
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
+    omit_usage: bool = False
     delay: float = 0.0
     times: int = 1
 
@@ -117,6 +136,10 @@ class Turn(BaseModel):
             return False
         if self.contains is not None and self.contains not in last_message_text(body):
             return False
+        if self.tools is not None and self.tools != bool(body.get("tools")):
+            return False
+        if self.tool_choice is not None and self.tool_choice != tool_choice_form(body):
+            return False
         return self.when is None or bool(self.when(dict(body)))
 
     def describe(self) -> str:
@@ -126,6 +149,8 @@ class Turn(BaseModel):
                 ("agent", self.agent),
                 ("system", self.system),
                 ("contains", self.contains),
+                ("tools", self.tools),
+                ("tool_choice", self.tool_choice),
             )
             if value is not None
         ]
@@ -140,6 +165,16 @@ class Turn(BaseModel):
         else:
             answer = repr((self.content or self.refusal or "")[:40])
         return f"[{' '.join(conditions) or 'any request'}] -> {answer}"
+
+
+def tool_choice_form(body: Mapping[str, Any]) -> str:
+    """The form of a request's ``tool_choice``: auto, required, none, named or absent."""
+    choice = body.get("tool_choice")
+    if choice is None:
+        return "absent"
+    if isinstance(choice, Mapping):
+        return "named"
+    return str(choice)
 
 
 def text_of(content: Any) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sandcrew.agents import OpenAIChatAgent
+from sandcrew.agents import ModelEndpoint, OpenAIChatAgent
 from sandcrew.testing import ScriptedModelServer, pytest_plugin
 
 scripted_model_server = pytest_plugin.scripted_model_server
@@ -20,9 +20,12 @@ def model_agent(scripted_model_server: ScriptedModelServer) -> AgentFactory:
     """Build an ``OpenAIChatAgent`` that talks to the scripted server over real HTTP."""
 
     def make(name: str, **settings: Any) -> OpenAIChatAgent:
-        settings.setdefault("model", "scripted-model")
-        return OpenAIChatAgent(
-            name, base_url=scripted_model_server.base_url, api_key="test-key", **settings
+        endpoint = ModelEndpoint(
+            base_url=scripted_model_server.base_url,
+            api_key="test-key",
+            model=settings.pop("model", "scripted-model"),
+            **{key: settings.pop(key) for key in ("retries", "timeout") if key in settings},
         )
+        return OpenAIChatAgent(name, endpoint=endpoint, **settings)
 
     return make

@@ -156,7 +156,8 @@ async def test_required_call_corrects_invalid_arguments_with_the_exact_errors(
     assert isinstance(reply, AggregateMessage)
     assert reply.content == "The code looks good"
     first, second = scripted_model_server.requests
-    assert first.body["tool_choice"] == "auto"
+    # one required function: forced by name from the first attempt
+    assert first.body["tool_choice"] == NAMED
     assert second.body["tool_choice"] == NAMED
     # the retry repeats the original messages and adds the exact validation errors
     assert second.messages[:-1] == first.messages
@@ -189,7 +190,7 @@ async def test_required_call_gives_up_after_three_attempts_with_every_attempt(
     assert all(a.errors == ["You must call function review_code_block."] for a in error.attempts)
     assert "did not make a valid call to review_code_block in 3 attempt(s)" in str(error)
     choices = [r.body["tool_choice"] for r in scripted_model_server.requests]
-    assert choices == ["auto", NAMED, NAMED]
+    assert choices == [NAMED, NAMED, NAMED]
     last = scripted_model_server.requests[-1].messages[-1]
     assert last == {"role": "user", "content": "You must call function review_code_block."}
 

@@ -332,11 +332,13 @@ async def test_bugs_in_agents_are_not_swallowed() -> None:
 async def test_model_error_from_the_scripted_server_ends_the_chat(
     scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
 ) -> None:
-    scripted_model_server.add(Turn(agent="coder", content="", finish_reason="stop"))
+    # an empty reply is asked once more before it ends the chat
+    scripted_model_server.add(Turn(agent="coder", content="", finish_reason="stop", times=2))
     chat = GroupChat([model_agent("coder"), ScriptedAgent("runner")])
     result = await chat.call([said("runner", "task")])
     assert result.stop_reason is StopReason.ERROR
-    assert "ModelBehaviorError from speaker 'coder'" in result.detail
+    assert "EmptyReplyError from speaker 'coder'" in result.detail
+    assert "empty reply 2 time(s)" in result.detail
     assert "returned an empty reply" in result.detail
 
 

@@ -9,7 +9,9 @@ import pytest
 
 from sandcrew.agents import (
     AggregateMessage,
+    EndpointTimeoutError,
     GenerateReplyOptions,
+    ModelEndpoint,
     OpenAIChatAgent,
     TextMessage,
     ToolCall,
@@ -164,11 +166,29 @@ async def test_tool_calls_come_back_as_a_tool_call_message(
 async def test_empty_reply_is_a_clear_model_behavior_error(
     scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
 ) -> None:
-    scripted_model_server.add(Turn(content="", finish_reason="length"))
-    with pytest.raises(ModelBehaviorError, match="returned an empty reply") as raised:
+    # asked once more (empty replies from local servers are often flukes), then an error
+    scripted_model_server.add(
+        Turn(content="", finish_reason="length", usage={"prompt_tokens": 7}, times=2)
+    )
+    with pytest.raises(ModelBehaviorError, match="returned an empty reply 2 time") as raised:
         await model_agent("coder").generate_reply([])
     assert "finish_reason='length'" in str(raised.value)
     assert "'coder'" in str(raised.value)
+    assert raised.value.usage == Usage(prompt_tokens=14, total_tokens=14)
+
+
+async def test_an_empty_reply_is_asked_again_and_noted(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(
+        Turn(content="", usage={"prompt_tokens": 7}), Turn(content="ok", usage={"prompt_tokens": 5})
+    )
+    reply = await model_agent("coder").generate_reply([])
+    assert reply.content == "ok"
+    assert reply.notes == [
+        "coder gave an empty reply (content='', finish_reason='stop'); asked again"
+    ]
+    assert reply.usage == Usage(prompt_tokens=12, total_tokens=12)  # both replies counted
 
 
 async def test_refusal_is_a_clear_model_behavior_error(
@@ -185,7 +205,7 @@ async def test_retries_500_then_succeeds(
     scripted_model_server.add(
         Turn(status=500, retry_after=0.01), Turn(status=503, retry_after=0.01), Turn(content="ok")
     )
-    reply = await model_agent("coder", max_retries=3).generate_reply([])
+    reply = await model_agent("coder", retries=3).generate_reply([])
     assert reply.content == "ok"
     assert [r.status for r in scripted_model_server.requests] == [500, 503, 200]
 
@@ -197,7 +217,7 @@ async def test_exhausted_retries_are_a_retryable_infrastructure_error(
         Turn(status=429, retry_after=0.01, error_message="slow down", times=2)
     )
     with pytest.raises(InfrastructureError, match="kept failing after 2 attempt") as raised:
-        await model_agent("coder", max_retries=1).generate_reply([])
+        await model_agent("coder", retries=1).generate_reply([])
     assert raised.value.code == "model_error"
     assert raised.value.retryable
     assert "HTTP 429" in str(raised.value)
@@ -269,32 +289,57 @@ async def test_response_validation_error_is_a_configuration_error(
 
 async def test_endpoint_down_is_a_readable_infrastructure_error() -> None:
     url = closed_loopback_url()
-    agent = OpenAIChatAgent("coder", model="m", base_url=url, api_key="k", max_retries=0)
+    endpoint = ModelEndpoint(model="m", base_url=url, api_key="k", retries=0)
+    agent = OpenAIChatAgent("coder", endpoint=endpoint)
     with pytest.raises(InfrastructureError) as raised:
         await agent.generate_reply([])
     error = raised.value
     assert error.code == "model_unreachable"
     assert error.retryable
-    assert f"the model endpoint {url}/ could not be reached" in str(error)
+    assert f"the model endpoint {url}/ is down: it could not be reached" in str(error)
     assert "check that the server is running" in str(error)
 
 
-async def test_timeout_is_retried_then_reported(
+async def test_a_timed_out_request_is_reported_slow_and_never_sent_again(
     scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
 ) -> None:
-    scripted_model_server.add(Turn(content="late", delay=1.0, times=2))
-    agent = model_agent("coder", max_retries=1, timeout=0.1)
-    with pytest.raises(InfrastructureError, match=r"did not answer within .*after 2 attempt"):
-        await agent.generate_reply([])
-    assert len(scripted_model_server.requests) == 2
+    # The server had the request: a serial local server would still be generating it.
+    scripted_model_server.add(Turn(content="late", delay=1.0))
+    agent = model_agent("coder", retries=2, timeout=0.2, max_tokens=100)
+    with pytest.raises(EndpointTimeoutError) as raised:
+        await agent.generate_reply([TextMessage(role="user", content="hello there", sender="user")])
+    message = str(raised.value)
+    assert "is slow: no answer within 0.2 s" in message
+    assert "was not sent again" in message
+    assert "--request-timeout" in message
+    assert raised.value.code == "model_unreachable"
+    assert len(scripted_model_server.requests) == 1
+    # the abandoned request is counted: its prompt and the reply it may still be writing
+    assert raised.value.usage.estimated
+    assert raised.value.usage.completion_tokens == 100
+    assert agent.token_meter.spent == raised.value.usage
 
 
 def test_constructor_lists_every_problem() -> None:
-    with pytest.raises(UserError, match=r"max_retries must be >= 0.*timeout must be > 0") as raised:
-        OpenAIChatAgent("a", model="m", api_key="k", max_retries=-1, timeout=0, temperature=3)
+    with pytest.raises(
+        UserError, match=r"model must be a non-empty.*max_tokens must be >= 1"
+    ) as raised:
+        OpenAIChatAgent("a", model="", max_tokens=0, temperature=3)
     assert "temperature must be between 0 and 2 (got 3)" in str(raised.value)
 
 
-def test_missing_api_key_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigurationError, match="pass api_key= or set OPENAI_API_KEY"):
+def test_endpoint_lists_every_problem_in_one_error() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        ModelEndpoint(model="m", retries=-1, timeout=float("inf"), base_url="localhost:8080")
+    message = str(raised.value)
+    assert message.startswith("invalid model endpoint: ")
+    assert "retries: Input should be greater than or equal to 0" in message
+    assert "timeout: Input should be a finite number" in message
+    assert "base_url must be an http:// or https:// URL" in message
+
+
+def test_missing_api_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigurationError, match="no model configured: set OPENAI_API_KEY"):
         OpenAIChatAgent("a", model="m")

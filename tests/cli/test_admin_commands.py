@@ -12,7 +12,7 @@ import pytest
 from sandcrew.cli.doctor import security_checks
 from sandcrew.sandbox import DEFAULT_IMAGES, BaseSource, build_images
 from sandcrew.sandbox._images import OFFLINE_BASE_IMAGE, configured_debian_mirror
-from sandcrew.testing import ScriptedModelServer
+from sandcrew.testing import ScriptedModelServer, Turn
 from tests.process import run_cli
 
 IMAGE = DEFAULT_IMAGES["python"]
@@ -172,13 +172,18 @@ def test_sandbox_gc_removes_orphans(docker_client: docker.DockerClient) -> None:
 @pytest.mark.docker
 def test_doctor_checks_the_model_endpoint() -> None:
     wide = {"COLUMNS": "250"}
-    with ScriptedModelServer() as server:
+    probe = Turn(
+        agent="doctor", tool_calls=[{"name": "report_status", "arguments": {"ready": True}}]
+    )
+    with ScriptedModelServer([probe, probe]) as server:
         served = run_cli(
             "doctor", "--no-self-test", "--base-url", server.base_url, "--model", "scripted",
             env=wide,
         )  # fmt: skip
         unknown = run_cli("doctor", "--no-self-test", "--base-url", server.base_url, env=wide)
-        assert [request.path for request in server.requests] == ["/v1/models"] * 2
+        paths = [request.path for request in server.requests]
+        # the served model is also asked for the two tool-calling probes
+        assert paths == ["/v1/models", *["/v1/chat/completions"] * 2, "/v1/models"]
 
     assert served.returncode == 0, served.stdout
     assert "serves 1 model(s): scripted" in served.stdout

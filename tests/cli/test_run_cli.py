@@ -92,7 +92,7 @@ def test_network_is_opt_in() -> None:
     [
         (["run", "-"], "", "empty"),
         (["run", "-", "--language", "ruby"], "puts 1", "python"),
-        (["run", "-", "--memory", "lots"], "print(1)", "memory must look like 256m"),
+        (["run", "-", "--memory", "lots"], "print(1)", "'--memory': must look like 256m"),
         (["run", "-", "--timeout", "-1"], "print(1)", "timeout must be > 0"),
         (["run", "/nonexistent/program.py"], None, "no such file: /nonexistent/program.py"),
         (
@@ -103,20 +103,20 @@ def test_network_is_opt_in() -> None:
     ],
     ids=["empty", "language", "memory", "timeout", "missing-file", "missing-image"],
 )
-def test_usage_errors_exit_2_with_one_clear_line(
+def test_usage_errors_exit_125_with_one_clear_line(
     args: list[str], stdin: str | None, expected: str
 ) -> None:
     completed = run_cli(*args, stdin=stdin)
 
-    assert completed.returncode == 2, completed.stderr
+    assert completed.returncode == 125, completed.stderr
     assert expected in completed.stderr
-    assert "Traceback" not in completed.stderr
+    assert completed.stderr.count("\n") == 1, completed.stderr
 
 
 def test_oversized_code_names_the_limit() -> None:
     completed = run_cli("run", "-", stdin="x = 1\n" * 200_000)
 
-    assert completed.returncode == 2
+    assert completed.returncode == 125
     assert "at most 1048576 bytes" in completed.stderr
     assert "Traceback" not in completed.stderr
 
@@ -126,7 +126,7 @@ def test_unreachable_docker_names_docker_host_and_the_socket() -> None:
         "run", "-", stdin="print(1)", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
     )
 
-    assert completed.returncode == 2
+    assert completed.returncode == 125
     assert "DOCKER_HOST" in completed.stderr
     assert "/nonexistent/docker.sock" in completed.stderr
     assert "Traceback" not in completed.stderr
@@ -139,7 +139,7 @@ def test_program_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
 
     completed = run_cli("run", str(program))
 
-    assert completed.returncode == 2
+    assert completed.returncode == 125
     assert "is not UTF-8 text" in completed.stderr
     assert "Traceback" not in completed.stderr
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.sandbox import SandboxConfig
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
@@ -68,4 +69,5 @@ def fake_sandbox() -> ScriptedSandbox:
 
 def settings_for(server: ScriptedModelServer, **overrides: Any) -> CrewSettings:
     overrides.setdefault("sandbox", SandboxConfig(timeout=10))
-    return CrewSettings(base_url=server.base_url, api_key="test-key", model="scripted", **overrides)
+    endpoint = ModelEndpoint(base_url=server.base_url, api_key="test-key", model="scripted")
+    return CrewSettings(endpoint=endpoint, **overrides)

@@ -174,27 +174,60 @@ async def test_code_that_does_not_parse_is_never_approved(
     assert "print(fibonacci(39))\n" in (result.last_code or "")
 
 
-async def test_reviewer_that_never_calls_the_function_stops_the_chat(
+async def test_reviewer_that_never_calls_the_function_reviews_in_plain_text(
     model_server: ScriptedModelServer,
     fake_sandbox: ScriptedSandbox,
 ) -> None:
     model_server.add(
         coder_turn(FIBONACCI_CODE),
-        Turn(agent="reviewer", content="Looks fine to me.", times=3),
+        Turn(agent="reviewer", tools=True, content="Looks fine to me.", times=3),
+        Turn(agent="reviewer", tools=False, contains="APPROVE", content="APPROVE"),
+        admin_final_turn(),
     )
 
     result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
 
-    assert not result.solved
-    assert result.stop_reason is StopReason.ERROR
-    assert "review_code_block" in result.stop_detail
+    assert result.solved, result.stop_detail
     reviewer_requests = model_server.requests_for("reviewer")
-    assert len(reviewer_requests) == 3
+    assert len(reviewer_requests) == 4
     choices = [request.body.get("tool_choice") for request in reviewer_requests]
-    assert choices[0] in (None, "auto")
     forced = {"type": "function", "function": {"name": "review_code_block"}}
-    assert choices[1:] == [forced, forced]
-    assert result.runs == []
+    assert choices == [forced, forced, forced, None]
+    assert "tools" not in reviewer_requests[3].body
+    review = result.messages[2]
+    verdict = review.data
+    assert isinstance(verdict, ReviewVerdict)
+    assert verdict.approved
+    assert review.notes[-1] == (
+        "reviewed without tools (no function call in 3 attempt(s)); the model's verdict: APPROVE"
+    )
+    assert len(result.runs) == 1
+
+
+async def test_a_plain_text_rejection_sends_the_code_back(
+    model_server: ScriptedModelServer,
+) -> None:
+    ollama = "registry.ollama.ai/library/gemma:2b does not support tools"
+    model_server.add(
+        coder_turn(FIBONACCI_CODE),
+        Turn(agent="reviewer", tools=True, status=400, error_message=ollama),
+        Turn(agent="reviewer", content="REJECT: use an iterative loop instead"),
+        coder_turn(FIBONACCI_CODE),
+        # the endpoint is known to take no tools: the second review goes straight to text
+        Turn(agent="reviewer", tools=False, content="APPROVE."),
+        admin_final_turn(),
+    )
+
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+
+    assert result.solved, result.stop_detail
+    first_review = result.messages[2]
+    assert isinstance(first_review.data, ReviewVerdict)
+    assert not first_review.data.approved
+    assert "use an iterative loop instead" in first_review.content
+    assert "does not support tools" in first_review.notes[-1]
+    assert len(model_server.requests_for("reviewer")) == 3
+    assert len(result.runs) == 1
 
 
 async def test_max_rounds_stops_with_its_reason(

@@ -9,6 +9,8 @@ a stop reason naming the cause, in at most three times the compliant persona's c
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,13 +28,33 @@ CASES = [
 ]
 
 
+def toml_text(settings: dict[str, Any]) -> str:
+    """Top-level keys, then one table per nested mapping (values are JSON-compatible)."""
+    lines = [
+        f"{key} = {json.dumps(value)}"
+        for key, value in settings.items()
+        if not isinstance(value, dict)
+    ]
+    for table, values in settings.items():
+        if isinstance(values, dict):
+            lines += [f"[{table}]", *(f"{key} = {json.dumps(v)}" for key, v in values.items())]
+    return "\n".join(lines) + "\n"
+
+
 @pytest.mark.parametrize(("persona", "mode"), CASES)
-def test_persona_through_the_cli(persona: Persona, mode: Mode) -> None:
+def test_persona_through_the_cli(persona: Persona, mode: Mode, tmp_path: Path) -> None:
     compliant_calls = PERSONAS["compliant"].model_calls(mode)
+    config: list[str] = []
+    if persona.settings:
+        # The settings a persona needs (e.g. a short request timeout), as a config file.
+        file = tmp_path / "sandcrew.toml"
+        file.write_text(toml_text(persona.settings))
+        config = ["--config", str(file)]
     with Server(persona.script(mode)) as server:
         completed = run_cli(
-            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--mode", mode, "--json"
-        )
+            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--model", "scripted",
+            "--mode", mode, "--json", *config,
+        )  # fmt: skip
         calls = [request for request in server.requests if request.method == "POST"]
 
     assert "Traceback" not in completed.stderr
@@ -59,7 +81,9 @@ def test_persona_through_the_cli(persona: Persona, mode: Mode) -> None:
 
 def test_an_unrescued_persona_names_its_cause_on_the_terminal() -> None:
     with Server(PERSONAS["never-signals"].script()) as server:
-        completed = run_cli("solve", FIBONACCI_TASK, "--base-url", server.base_url)
+        completed = run_cli(
+            "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--model", "scripted"
+        )
 
     assert completed.returncode == 1
     assert "not solved (no_completion_signal)" in completed.stderr

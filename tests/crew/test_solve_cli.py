@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sandcrew.testing import ScriptedModelServer, Turn
+from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
     FIBONACCI_TASK,
@@ -30,6 +30,8 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
         FIBONACCI_TASK,
         "--base-url",
         model_server.base_url,
+        "--model",
+        "scripted",
         "--json",
         "--transcript",
         str(transcript),
@@ -49,9 +51,16 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
     assert summary["total_tokens"] > 0
 
     # At most four model calls on the happy path; the admin's opening needs none.
-    assert [request.agent for request in model_server.requests] == ["coder", "reviewer", "admin"]
+    chat_requests = [request for request in model_server.requests if request.method == "POST"]
+    assert [request.agent for request in chat_requests] == ["coder", "reviewer", "admin"]
 
-    records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    header, *records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert header["event"] == "header"
+    assert header["format"] == summary["format"] == 1
+    assert header["models"] == {"admin": "scripted", "coder": "scripted", "reviewer": "scripted"}
+    assert header["endpoint"] == model_server.base_url
+    assert header["settings"]["max_rounds"] == 20
+    assert "api_key" not in header["settings"]["endpoint"]
     speakers = [record.get("sender") for record in records if record["event"] != "result"]
     assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]
     assert [record["event"] for record in records] == [
@@ -78,7 +87,9 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
 def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedModelServer) -> None:
     model_server.add(*happy_path_turns())
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url)
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+    )
 
     assert completed.returncode == 0, completed.stderr
     for speaker in ("admin", "coder", "reviewer", "runner"):
@@ -90,7 +101,9 @@ def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedMode
 def test_quiet_prints_only_the_answer(model_server: ScriptedModelServer) -> None:
     model_server.add(*happy_path_turns())
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "-q")
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", "-q"
+    )
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == f"The 39th Fibonacci number is {FIBONACCI_ANSWER}."
@@ -100,7 +113,14 @@ def test_not_solved_exits_1_with_the_stop_reason(model_server: ScriptedModelServ
     model_server.add(happy_path_turns()[0], happy_path_turns()[1])
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--max-rounds", "2"
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        model_server.base_url,
+        "--model",
+        "scripted",
+        "--max-rounds",
+        "2",
     )
 
     assert completed.returncode == 1
@@ -119,7 +139,14 @@ def test_no_model_configured_exits_2_and_says_how() -> None:
 
 def test_bad_option_values_exit_2_naming_the_setting(model_server: ScriptedModelServer) -> None:
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--max-rounds", "0"
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        model_server.base_url,
+        "--model",
+        "scripted",
+        "--max-rounds",
+        "0",
     )
 
     assert completed.returncode == 2
@@ -127,24 +154,26 @@ def test_bad_option_values_exit_2_naming_the_setting(model_server: ScriptedModel
     assert "Traceback" not in completed.stderr
 
 
-def test_model_endpoint_down_exits_1_with_a_readable_message() -> None:
+def test_model_endpoint_down_exits_3_before_any_chat() -> None:
     completed = run_cli("solve", FIBONACCI_TASK, "--base-url", "http://127.0.0.1:9/v1")
 
-    assert completed.returncode == 1
-    assert "not solved (error)" in completed.stderr
-    assert "127.0.0.1:9" in completed.stderr
+    assert completed.returncode == 3
+    assert completed.stderr.startswith("error: the model endpoint http://127.0.0.1:9/v1 could")
+    assert completed.stderr.count("\n") == 1
     assert "Traceback" not in completed.stderr
 
 
-def test_model_endpoint_returning_500s_is_retried_then_exits_1(
+def test_model_endpoint_returning_500s_is_retried_then_exits_3(
     model_server: ScriptedModelServer,
 ) -> None:
     # The client retries twice by default: three requests, all failing.
     model_server.add(Turn(agent="coder", status=500, error_message="overloaded", times=3))
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url)
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+    )
 
-    assert completed.returncode == 1
+    assert completed.returncode == 3
     assert len(model_server.requests_for("coder")) == 3
     assert "not solved (error)" in completed.stderr
     assert "500" in completed.stderr
@@ -161,7 +190,9 @@ def test_answer_with_markup_like_text_is_printed_verbatim(
         Turn(agent="admin", content=f"It is {FIBONACCI_ANSWER} [/INST] [python]\n[COMPLETE]"),
     )
 
-    completed = run_cli("solve", FIBONACCI_TASK, "--base-url", model_server.base_url)
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+    )
 
     assert completed.returncode == 0, completed.stderr
     assert f"answer: It is {FIBONACCI_ANSWER} [/INST] [python]" in completed.stdout
@@ -171,11 +202,16 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     coder, _, _ = happy_path_turns()
-    model_server.add(coder, Turn(agent="reviewer", content="Looks fine to me.", times=3))
+    # Calls with arguments that cannot be repaired (a reviewer that makes no call at all
+    # falls back to a plain-text review instead).
+    bad_call = ScriptedToolCall(
+        name="review_code_block", arguments={"has_multiple_code_blocks": "no"}
+    )
+    model_server.add(coder, Turn(agent="reviewer", tool_calls=[bad_call], times=3))
     transcript = tmp_path / "chat.jsonl"
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url,
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted",
         "--transcript", str(transcript),
     )  # fmt: skip
 
@@ -183,7 +219,11 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     attempts = [record for record in records if record["event"] == "tool_call_attempt"]
     assert [attempt["attempt"] for attempt in attempts] == [1, 2, 3]
-    assert all(attempt["reply"]["content"] == "Looks fine to me." for attempt in attempts)
-    assert all("review_code_block" in " ".join(attempt["errors"]) for attempt in attempts)
+    assert all(
+        attempt["reply"]["tool_calls"][0]["name"] == "review_code_block" for attempt in attempts
+    )
+    assert all(
+        "'no' is not of type 'boolean'" in " ".join(attempt["errors"]) for attempt in attempts
+    )
     assert records[-1]["event"] == "result"
     assert records[-1]["stop_reason"] == "error"

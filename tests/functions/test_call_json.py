@@ -160,14 +160,112 @@ def test_missing_argument_names_path_and_fix(recorder: Recorder) -> None:
 
 
 def test_extra_argument_is_named_with_the_allowed_ones(recorder: Recorder) -> None:
-    result = review_tool(recorder).call_json(json.dumps({**GOOD_REVIEW, "language": "python"}))
+    # With another problem the call is not repaired: every problem is named.
+    arguments = {**GOOD_REVIEW, "is_python_code_block": "yes", "language": "python"}
+    result = review_tool(recorder).call_json(json.dumps(arguments))
     assert_refused(
         result,
         recorder,
         "/language: unexpected property (allowed: has_multiple_code_blocks, "
         "is_top_level_statement, is_python_code_block, is_print_result_to_console)",
-        "Call review_code_block again with only the parameters it declares.",
+        "Call review_code_block again with only the parameters it declares",
     )
+
+
+GOOD_TEXT = json.dumps(GOOD_REVIEW)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "repairs"),
+    [
+        pytest.param(
+            f"```json\n{GOOD_TEXT}\n```", ["took the arguments out of a code fence"], id="fence"
+        ),
+        pytest.param(
+            f"```\n{GOOD_TEXT}\n```\nThat is my review.",
+            [
+                "took the arguments out of a code fence",
+                "ignored the text after the fence: 'That is my review.'",
+            ],
+            id="fence-and-text",
+        ),
+        pytest.param(
+            f"{GOOD_TEXT}\nI hope this helps!",
+            ["ignored the text after the JSON object: 'I hope this helps!'"],
+            id="trailing-text",
+        ),
+        pytest.param(
+            json.dumps({**GOOD_REVIEW, "is_python_code_block": "true"}),
+            ['read is_python_code_block="true" as true'],
+            id="boolean-as-string",
+        ),
+        pytest.param(
+            json.dumps({**GOOD_REVIEW, "has_multiple_code_blocks": "False"}),
+            ['read has_multiple_code_blocks="False" as false'],
+            id="capitalised-boolean-string",
+        ),
+        pytest.param(
+            json.dumps({**GOOD_REVIEW, "language": "python"}),
+            ["dropped the unknown argument 'language'"],
+            id="extra-argument",
+        ),
+    ],
+)
+def test_loose_but_unambiguous_arguments_are_repaired_and_said_so(
+    recorder: Recorder, arguments: str, repairs: list[str]
+) -> None:
+    result = review_tool(recorder).call_json(arguments)
+    assert result.ok, result.content
+    assert recorder.calls == [GOOD_REVIEW]
+    assert result.repairs == repairs
+    assert result.arguments is not None
+    assert json.loads(result.arguments) == GOOD_REVIEW
+
+
+def test_repair_can_be_turned_off_for_callers_that_are_programs(recorder: Recorder) -> None:
+    result = review_tool(recorder).call_json(
+        json.dumps({**GOOD_REVIEW, "language": "python"}), repair=False
+    )
+    assert_refused(result, recorder, "/language: unexpected property")
+    fenced = review_tool(recorder).call_json(f"```json\n{GOOD_TEXT}\n```", repair=False)
+    assert_refused(fenced, recorder, "arguments are not valid JSON")
+
+
+def test_valid_arguments_need_no_repair(recorder: Recorder) -> None:
+    result = review_tool(recorder).call_json(GOOD_TEXT)
+    assert (result.repairs, result.arguments) == ([], None)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        pytest.param('Sure! {"has_multiple_code_blocks": false}', id="text-before"),
+        pytest.param(json.dumps({**GOOD_REVIEW, "is_python_code_block": "yes"}), id="yes"),
+        pytest.param(json.dumps({**GOOD_REVIEW, "is_python_code_block": 1}), id="number"),
+        pytest.param(f"[{GOOD_TEXT}] trailing", id="array-then-text"),
+    ],
+)
+def test_ambiguous_arguments_are_still_refused(recorder: Recorder, arguments: str) -> None:
+    result = review_tool(recorder).call_json(arguments)
+    assert not result.ok
+    assert recorder.calls == []
+    assert result.repairs == []
+
+
+def test_a_string_parameter_keeps_the_text_true(recorder: Recorder) -> None:
+    @function
+    def label(text: str, loud: bool) -> str:
+        """Echo.
+
+        Args:
+            text: Any text.
+            loud: Shout.
+        """
+        return text.upper() if loud else text
+
+    result = label.call_json('{"text": "true", "loud": "false"}')
+    assert result.content == "true"
+    assert result.repairs == ['read loud="false" as false']
 
 
 def test_mistyped_argument(recorder: Recorder) -> None:

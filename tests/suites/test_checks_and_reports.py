@@ -12,6 +12,7 @@ import pytest
 
 import sandcrew
 import sandcrew.suites
+from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.suites import (
     CanonicalSolver,
@@ -74,12 +75,13 @@ def test_numbers_in_keeps_lists_apart() -> None:
     ]
 
 
-def test_check_program_is_prompt_completion_test_and_check_call() -> None:
+def test_check_program_is_prompt_completion_and_test() -> None:
     task = CodeTask(
         id="t", prompt="def f():\n", entry_point="f", test="def check(c):\n    assert c() == 1\n"
     )
+    # The harness calls check(f) itself, so that it knows check returned.
     assert check_program(task, "    return 1\n") == (
-        "def f():\n    return 1\n\n\ndef check(c):\n    assert c() == 1\n\n\ncheck(f)\n"
+        "def f():\n    return 1\n\n\ndef check(c):\n    assert c() == 1\n\n"
     )
 
 
@@ -87,7 +89,6 @@ def test_a_whole_function_completion_follows_the_closed_prompt() -> None:
     task = CodeTask(id="t", prompt="import math\ndef f():\n", entry_point="f", test="")
     program = check_program(task, "def f():\n    return math.pi\n")
     assert program.startswith("import math\ndef f():\n    pass\n\n\ndef f():\n    return math.pi\n")
-    assert program.endswith("check(f)\n")
 
 
 def _result(task_id: str, status: TaskStatus, detail: str = "") -> TaskResult:
@@ -204,7 +205,7 @@ def test_baseline_comparison_finds_regressions_fixes_and_the_rest() -> None:
 
 def test_make_solver_by_name(tmp_path: Path) -> None:
     assert isinstance(make_solver("canonical"), CanonicalSolver)
-    settings = CrewSettings(model="m", base_url="http://127.0.0.1:9/v1")
+    settings = CrewSettings(endpoint=ModelEndpoint(model="m", base_url="http://127.0.0.1:9/v1"))
     crew = make_solver("crew", crew_settings=lambda: settings)
     assert isinstance(crew, CrewSolver)
     assert crew.settings is settings
@@ -270,6 +271,7 @@ PUBLIC_NAMES = {
     "NumberAnswer",
     "RayExecutor",
     "RegexAnswer",
+    "SealedCheck",
     "Solver",
     "SolverName",
     "StatusChange",
@@ -296,7 +298,10 @@ PUBLIC_NAMES = {
     "make_solver",
     "numbers_in",
     "read_json_report",
+    "render_html_report",
     "run_suite",
+    "seal_check",
+    "write_html_report",
     "write_json_report",
     "write_junit",
     "CheckExecutor",

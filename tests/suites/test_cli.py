@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -182,7 +183,7 @@ USAGE_ERRORS = [
     pytest.param(["nonesuch", "-s", "canonical"], "Unknown suite 'nonesuch'", id="unknown-suite"),
     pytest.param(
         ["basics", "-s", "oracle"],
-        "Unknown solver 'oracle'; choose one of: canonical, completions, crew",
+        "'oracle' is not one of 'canonical', 'completions', 'crew'",
         id="unknown-solver",
     ),
     pytest.param(
@@ -211,6 +212,24 @@ USAGE_ERRORS = [
         id="missing-baseline",
     ),
 ]
+
+
+def test_baseline_of_another_suite_or_solver_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(
+        json.dumps(
+            {"format": 1, "suite": "humaneval", "source": "x", "solver": "crew",
+             "executor": "local", "started_at": "2026-01-01T00:00:00Z", "duration": 1.0,
+             "results": []}
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    completed = sandcrew("suite", "run", "basics", "-s", "canonical", "--baseline", str(other))
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr == (
+        f"error: --baseline {other} is a report of suite 'humaneval' with solver 'crew'; this "
+        "run is suite 'basics' with solver 'canonical', so its verdicts cannot be compared\n"
+    )
 
 
 @pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
@@ -271,25 +290,31 @@ def test_ctrl_c_writes_finished_results_and_leaves_no_container(
         )  # fmt: skip
         return listed.stdout.split()
 
+    progress: list[str] = []
+    reader = threading.Thread(
+        target=lambda: progress.extend(iter(process.stderr.readline, "")),  # type: ignore[union-attr]
+        daemon=True,
+    )
+    reader.start()
     try:
         deadline = time.monotonic() + 60
-        # Two slow programs running means both quick tasks are done (concurrency 2).
-        # A quick task's container lives well under a second; a slow one's for 60 s:
-        # only containers seen for 1.5 s count, so the quick ones are never mistaken.
-        first_seen: dict[str, float] = {}
-        while True:
-            now = time.monotonic()
-            first_seen = {name: first_seen.get(name, now) for name in containers()}
-            if sum(now - seen >= 1.5 for seen in first_seen.values()) >= 2:
-                break
-            assert process.poll() is None, process.communicate()
-            assert now < deadline, "the slow tasks never started"
+        # Piped, every finished task is one progress line; then the slow ones are running.
+        while sum(" quick-" in line for line in progress) < 2 or len(containers()) < 2:
+            assert process.poll() is None, progress
+            assert time.monotonic() < deadline, f"the slow tasks never started: {progress}"
             time.sleep(0.2)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        process.wait(timeout=30)
+        reader.join(timeout=10)
     finally:
         if process.poll() is None:
             process.kill()
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+    stderr = "".join(progress)
+    assert progress[0].startswith("[1/6] quick-"), stderr
+    assert " · ETA 0:" in progress[0]
     assert process.returncode == 130, stderr
     assert containers() == []
     report = read_json_report(report_path)
@@ -299,3 +324,4 @@ def test_ctrl_c_writes_finished_results_and_leaves_no_container(
     testsuite = ET.parse(junit_path).getroot().find("testsuite")
     assert testsuite is not None
     assert testsuite.get("skipped") == "4"
+    assert ET.parse(junit_path).getroot().get("skipped") is None  # not in junit-10.xsd

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.suites import AnswerTask, CodeTask, CrewSolver, TaskStatus, load_suite, run_suite
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
@@ -60,7 +61,9 @@ async def test_basics_suite_passes_with_the_crew_solver(model_server: ScriptedMo
         assert isinstance(task, AnswerTask)
         assert task.solution is not None
         model_server.add(*crew_turns(task.prompt, task.solution))
-    solver = CrewSolver(CrewSettings(base_url=model_server.base_url, model="scripted"))
+    solver = CrewSolver(
+        CrewSettings(endpoint=ModelEndpoint(base_url=model_server.base_url, model="scripted"))
+    )
 
     report = await run_suite(suite, solver, concurrency=2)
 
@@ -104,7 +107,9 @@ async def test_code_tasks_check_the_crews_last_code_block(
         # A wrong solution that still runs: the crew finishes, the suite's check fails it.
         *crew_turns("`sub`", "def sub(a, b):\n    return a + b\n\nprint(sub(5, 3))\n"),
     )
-    solver = CrewSolver(CrewSettings(base_url=model_server.base_url, model="scripted"))
+    solver = CrewSolver(
+        CrewSettings(endpoint=ModelEndpoint(base_url=model_server.base_url, model="scripted"))
+    )
 
     report = await run_suite(suite, solver, concurrency=2)
 
@@ -129,7 +134,7 @@ def test_suite_cli_with_the_crew_solver_writes_a_report(
 
     completed = run_cli(
         "suite", "run", "basics", "--solver", "crew", "--filter", "fibonacci-39",
-        "--base-url", model_server.base_url, "--report", str(report_path),
+        "--base-url", model_server.base_url, "--model", "scripted", "--report", str(report_path),
     )  # fmt: skip
 
     assert completed.returncode == 0, completed.stdout + completed.stderr

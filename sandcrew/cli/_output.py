@@ -1,0 +1,44 @@
+"""Consoles that suit both a terminal and a pipe (CI logs, files, other programs).
+
+On a terminal rich wraps to the window. Piped, a hard wrap at rich's fallback of 80
+columns would split errors and table rows mid-line, so lines are never wrapped there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+from rich.console import Console
+
+PIPED_WIDTH = 200
+"""Width tables and panels get when not on a terminal (COLUMNS overrides it)."""
+
+
+def is_terminal(stream: TextIO | None) -> bool:
+    return stream is not None and stream.isatty()
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console for stdout (or stderr) that does not hard-wrap when piped."""
+    stream = sys.stderr if stderr else sys.stdout
+    if is_terminal(stream):
+        return Console(stderr=stderr)
+    width = int(os.environ.get("COLUMNS", "0") or 0) or PIPED_WIDTH
+    return Console(stderr=stderr, width=width, soft_wrap=True, highlight=False)
+
+
+JSON_FORMAT = 1
+"""The ``format`` of every JSON document the CLI prints; bumped only on incompatible changes."""
+
+
+def print_json(document: dict[str, Any]) -> None:
+    """Print ``document`` with its ``format`` version first."""
+    print(json.dumps({"format": JSON_FORMAT, **document}, indent=2, ensure_ascii=False))
+
+
+def as_dicts(items: list[Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(item) for item in items]

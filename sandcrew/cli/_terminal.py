@@ -1,0 +1,58 @@
+"""Untrusted text on the user's terminal: control characters shown, never obeyed.
+
+A program's output and a model's text can hold terminal control sequences: OSC 0
+retitles the window, OSC 52 sets the clipboard, OSC 8 hides a link target,
+``ESC [2J`` clears the screen and ``ESC [8m`` hides whatever follows, such as
+the real status line. Where such text is written to a terminal, each C0
+control character (except newline and tab), DEL and each C1 control character
+is rendered as visible text: caret notation for C0 and DEL (``^[`` for ESC,
+``^G`` for BEL, as ``cat -v`` and ``less`` show them) and ``<U+009B>`` for C1.
+A carriage return directly before a newline is dropped (it moves nothing on a
+terminal); a lone one is shown as ``^M``, since it could overwrite a line.
+
+Output that is not a terminal (a pipe, a file) keeps the exact text, and so do
+``--json``, reports and transcripts.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+RESET_ATTRIBUTES = "\x1b[0m"
+"""SGR 0: back to plain text, so that our own lines are never hidden or recoloured."""
+
+_VISIBLE: dict[int, str] = {
+    **{code: f"^{chr(code ^ 0x40)}" for code in range(0x20) if chr(code) not in "\n\t"},
+    0x7F: "^?",
+    **{code: f"<U+{code:04X}>" for code in range(0x80, 0xA0)},
+}
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with its control characters (except newline and tab) made visible."""
+    return text.replace("\r\n", "\n").translate(_VISIBLE)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is an open terminal (false for pipes, files and closed streams)."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def write_untrusted(stream: TextIO, text: str) -> None:
+    """Write program output: made visible on a terminal (ending with a newline), exact elsewhere."""
+    if is_terminal(stream):
+        text = visible_controls(text)
+        if text and not text.endswith("\n"):
+            text += "\n"
+    stream.write(text)
+    stream.flush()
+
+
+def reset_attributes(stream: TextIO) -> None:
+    """Reset the terminal's text attributes before a line of our own (nothing elsewhere)."""
+    if is_terminal(stream):
+        stream.write(RESET_ATTRIBUTES)
+        stream.flush()

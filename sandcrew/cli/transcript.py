@@ -1,0 +1,25 @@
+"""`sandcrew transcript FILE --html OUT`: a solve transcript as a readable page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from sandcrew.errors import UserError
+
+
+def transcript(
+    source: Annotated[Path, typer.Argument(help="A transcript from `solve --transcript`.")],
+    html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
+) -> None:
+    """Render a solve transcript as a self-contained HTML page."""
+    from sandcrew.transcript_page import read_transcript, write_transcript_page
+
+    if not html.parent.is_dir():
+        raise UserError(f"--html {html}: the folder {html.parent} does not exist")
+    write_transcript_page(read_transcript(source), html)
+    Console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")

@@ -1,0 +1,254 @@
+"""Every row of the exit-code table (sandcrew/cli/_exit_codes.py), through the real CLI.
+
+solve / suite: 0 ok, 1 not solved or failures, 2 usage or configuration, 3 infrastructure,
+130 interrupted. run: the program's own code, 124 timed out, 137 out of memory, 125
+sandcrew failed. Every error is one line on stderr (a JSON object with --json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandcrew.testing import ScriptedModelServer, Turn
+from tests.crew.conftest import FIBONACCI_TASK, coder_turn, happy_path_turns
+from tests.process import run_cli
+
+pytestmark = pytest.mark.docker
+
+NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+NO_MODEL = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+def solve(
+    server: ScriptedModelServer, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", server.base_url, "--model", "scripted", *args,
+        env=env,
+    )  # fmt: skip
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+# solve ----------------------------------------------------------------------------------
+
+
+def test_solve_solved_exits_0(model_server: ScriptedModelServer) -> None:
+    model_server.add(*happy_path_turns())
+    assert solve(model_server, "-q").returncode == 0
+
+
+def test_solve_not_solved_exits_1(model_server: ScriptedModelServer) -> None:
+    model_server.add(*happy_path_turns()[:2])
+    completed = solve(model_server, "--max-rounds", "2")
+    assert completed.returncode == 1, completed.stderr
+    assert "not solved (max_rounds)" in completed.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--max-rounds", "0"], {}, "max_rounds (command line)"),
+        (["--run-timeout", "inf"], {}, "timeout must be at most 86400 seconds (got inf)"),
+        (["--time-budget", "1e10"], {}, "time_budget (command line)"),
+        (["--memory", "99999g"], {}, "memory_bytes must be at most 1 TiB"),
+        (["--model", "no-such-model"], {}, "does not serve no-such-model (it serves scripted)"),
+        (["--image", "sandcrew/does-not-exist:1"], {}, "sandcrew/does-not-exist:1 is missing"),
+        (["--mode", "chaos"], {}, "'chaos' is not one of 'workflow', 'admin', 'workflow+admin'"),
+        (["--max-tokens", "5"], {}, "No such option: --max-tokens"),
+    ],
+    ids=["bad-rounds", "inf-run-timeout", "huge-time-budget", "huge-memory", "unknown-model",
+         "missing-image", "bad-mode", "old-option"],
+)  # fmt: skip
+def test_solve_usage_and_configuration_errors_exit_2(
+    model_server: ScriptedModelServer, args: list[str], env: dict[str, str], expected: str
+) -> None:
+    completed = solve(model_server, *args, env=env)
+    assert completed.returncode == 2, completed.stderr
+    assert expected in one_error_line(completed.stderr)
+    assert [request.method for request in model_server.requests] in ([], ["GET"])
+
+
+def test_solve_bad_base_url_and_no_model_exit_2() -> None:
+    bad_url = run_cli("solve", FIBONACCI_TASK, "--base-url", "localhost:8080")
+    no_model = run_cli("solve", FIBONACCI_TASK, env=NO_MODEL)
+    empty_task = run_cli("solve", "  ", "--base-url", "http://127.0.0.1:9/v1")
+
+    assert bad_url.returncode == 2
+    assert "base_url must be an http:// or https:// URL" in one_error_line(bad_url.stderr)
+    assert no_model.returncode == 2
+    assert "no model configured" in one_error_line(no_model.stderr)
+    assert empty_task.returncode == 2
+    assert "the task is empty" in one_error_line(empty_task.stderr)
+
+
+def test_solve_model_rejecting_the_key_exits_2(model_server: ScriptedModelServer) -> None:
+    model_server.add(Turn(agent="coder", status=401, error_message="invalid api key"))
+    completed = solve(model_server)
+    assert completed.returncode == 2, completed.stderr
+    assert "rejected the API key" in completed.stderr
+
+
+def test_solve_unreachable_endpoint_or_docker_exits_3(model_server: ScriptedModelServer) -> None:
+    endpoint_down = run_cli("solve", FIBONACCI_TASK, "--base-url", "http://127.0.0.1:9/v1")
+    docker_down = solve(model_server, env=NO_DOCKER)
+
+    assert endpoint_down.returncode == 3, endpoint_down.stderr
+    assert "could not be reached after 3 attempt(s)" in one_error_line(endpoint_down.stderr)
+    assert docker_down.returncode == 3, docker_down.stderr
+    assert "DOCKER_HOST" in one_error_line(docker_down.stderr)
+    assert model_server.requests == []
+
+
+def test_solve_errors_are_json_with_json(model_server: ScriptedModelServer) -> None:
+    completed = solve(model_server, "--json", "--max-rounds", "0")
+    assert completed.returncode == 2
+    error = json.loads(completed.stderr)
+    assert error["format"] == 1
+    assert error["exit_code"] == 2
+    assert error["error"]["kind"] == "usage"
+    assert "max_rounds" in error["error"]["message"]
+
+
+def test_ctrl_c_during_solve_closes_the_transcript_and_exits_130(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    model_server.add(coder_turn("```python\nprint(1)\n```", delay=30))
+    transcript = tmp_path / "chat.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "solve", FIBONACCI_TASK, "--base-url",
+         model_server.base_url, "--model", "scripted", "--json", "--transcript", str(transcript)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        # The coder's request is in flight once the server has seen it.
+        while not any(request.method == "POST" for request in model_server.requests):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the chat never started"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 130, stderr
+    summary = json.loads(stdout)
+    assert summary["stop_reason"] == "caller_stopped"
+    assert summary["solved"] is False
+    records = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert records[0]["event"] == "header"
+    assert records[-1]["event"] == "result"
+    assert records[-1]["stop_reason"] == "caller_stopped"
+
+
+# suite ----------------------------------------------------------------------------------
+
+
+def test_suite_rows(tmp_path: Path) -> None:
+    passing = run_cli("suite", "run", "basics", "-s", "canonical", "-k", "fibonacci")
+    bad_option = run_cli("suite", "run", "basics", "-s", "canonical", "--run-timeout", "inf")
+    docker_down = run_cli("suite", "run", "basics", "-s", "canonical", env=NO_DOCKER)
+
+    assert passing.returncode == 0, passing.stderr
+    assert bad_option.returncode == 2, bad_option.stderr
+    assert "timeout must be at most 86400 seconds" in one_error_line(bad_option.stderr)
+    assert docker_down.returncode == 3, docker_down.stderr
+    assert "DOCKER_HOST" in one_error_line(docker_down.stderr)
+    # 1 (failures) and 130 (Ctrl-C) are in tests/suites/test_cli.py.
+
+
+# run ------------------------------------------------------------------------------------
+
+
+def test_run_passes_the_programs_own_exit_code_through() -> None:
+    for code in (1, 2, 3):
+        completed = run_cli("run", "-", stdin=f"raise SystemExit({code})")
+        assert completed.returncode == code, completed.stderr
+    # 124 (timed out) and 137 (out of memory) are in tests/cli/test_run_cli.py.
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--timeout", "inf"], "timeout must be at most 86400 seconds (got inf)"),
+        (["--timeout", "1e10"], "timeout must be at most 86400 seconds (got 1e+10)"),
+        (["--timeout", "nan"], "timeout must be > 0 (got nan)"),
+        (["--memory", "99999g"], "memory_bytes must be at most 1 TiB (got 99999 GiB)"),
+        (["--language", ""], "'' is not one of 'python', 'bash'"),
+        (["--image", "sandcrew/does-not-exist:1"], "sandcrew images build"),
+    ],
+    ids=["inf", "1e10", "nan", "99999g", "empty-language", "missing-image"],
+)
+def test_run_bad_values_exit_125_with_one_line(args: list[str], expected: str) -> None:
+    completed = run_cli("run", "-", *args, stdin="print(1)")
+    assert completed.returncode == 125, completed.stderr
+    assert expected in one_error_line(completed.stderr)
+
+
+def test_run_unreachable_docker_exits_125() -> None:
+    completed = run_cli("run", "-", stdin="print(1)", env=NO_DOCKER)
+    assert completed.returncode == 125
+    assert "DOCKER_HOST" in one_error_line(completed.stderr)
+
+
+def test_run_errors_are_json_with_json() -> None:
+    completed = run_cli("run", "-", "--json", "--timeout", "inf", stdin="print(1)")
+    assert completed.returncode == 125
+    error = json.loads(completed.stderr)
+    assert error == {
+        "format": 1,
+        "error": {"kind": "usage", "message": error["error"]["message"]},
+        "exit_code": 125,
+    }
+    assert "timeout must be at most 86400 seconds" in error["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("redirect", "expected"),
+    [
+        ("<&-", "stdin is closed"),
+        (">&-", "stdout is closed"),
+        ("> /dev/full", "cannot write the output: No space left on device"),
+    ],
+    ids=["closed-stdin", "closed-stdout", "dev-full"],
+)
+def test_run_with_unusable_standard_streams_exits_125(
+    tmp_path: Path, redirect: str, expected: str
+) -> None:
+    program = tmp_path / "hello.py"
+    program.write_text("print('hello')\n", encoding="utf-8")
+    source = "-" if redirect == "<&-" else str(program)
+    completed = subprocess.run(
+        ["bash", "-c", f'exec "$0" -m sandcrew run {source} {redirect}', sys.executable],
+        stdout=subprocess.PIPE if redirect == "<&-" else None,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        env=os.environ,
+    )
+    assert completed.returncode == 125, completed.stderr
+    assert expected in one_error_line(completed.stderr)

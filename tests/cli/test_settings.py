@@ -1,0 +1,128 @@
+"""The configuration edge: flags > environment > TOML file > defaults, and where each came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandcrew.cli._options import MEMORY_DEFAULT, MODEL_DEFAULT, RUN_TIMEOUT_DEFAULT
+from sandcrew.crew import CrewMode
+from sandcrew.errors import ConfigurationError
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.settings import describe_settings, load_crew_settings
+from tests.process import run_cli
+
+CONFIG = """
+mode = "admin"
+max_rounds = 7
+token_budget = 5000
+[endpoint]
+model = "from-file"
+base_url = "http://file.example/v1"
+timeout = 120
+[sandbox]
+timeout = 30
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for variable in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SANDCREW_MODEL", "SANDCREW_CONFIG"):
+        monkeypatch.delenv(variable, raising=False)
+    path = tmp_path / "config.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    return path
+
+
+def test_flags_beat_environment_beat_file_beat_defaults(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDCREW_MAX_ROUNDS", "9")
+    monkeypatch.setenv("SANDCREW_MODEL", "from-env")
+    monkeypatch.setenv("SANDCREW_ENDPOINT__RETRIES", "5")
+    flags = {"max_rounds": 11, "endpoint": {"model": None}, "sandbox": {"timeout": 4.0}}
+
+    settings = load_crew_settings(flags, config_path=config_file)
+
+    assert settings.max_rounds == 11  # flag over environment and file
+    assert settings.endpoint.model == "from-env"  # environment over file (flag not given)
+    assert settings.endpoint.retries == 5
+    assert settings.endpoint.base_url == "http://file.example/v1"
+    assert settings.endpoint.timeout == 120
+    assert settings.mode is CrewMode.ADMIN
+    assert settings.sandbox.timeout == 4.0
+    assert settings.sandbox.memory_bytes == SandboxConfig().memory_bytes
+    sources = {
+        item.name: item.source
+        for item in describe_settings(settings, flags, config_path=config_file)
+    }
+    assert sources["max_rounds"] == "command line"
+    assert sources["endpoint.model"] == "environment"
+    assert sources["endpoint.retries"] == "environment"
+    assert sources["endpoint.base_url"] == f"config file {config_file}"
+    assert sources["sandbox.timeout"] == "command line"
+    assert sources["sandbox.memory_bytes"] == "default"
+
+
+def test_bad_values_name_the_setting_and_its_source(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDCREW_TIME_BUDGET", "inf")
+    with pytest.raises(ConfigurationError) as raised:
+        load_crew_settings({"max_rounds": 0}, config_path=config_file)
+    message = str(raised.value)
+    assert "max_rounds (command line): Input should be greater than or equal to 1" in message
+    assert "time_budget (environment): Input should be a finite number" in message
+
+
+def test_unreadable_config_files_are_one_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("max_rounds = [", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="is not valid TOML"):
+        load_crew_settings(config_path=broken)
+    with pytest.raises(ConfigurationError, match="config file not found"):
+        load_crew_settings(config_path=tmp_path / "missing.toml")
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("max_round = 3\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=r"max_round .*Extra inputs are not permitted"):
+        load_crew_settings(config_path=unknown)
+
+
+def test_help_shows_the_defaults_of_the_settings_models() -> None:
+    assert (RUN_TIMEOUT_DEFAULT, MEMORY_DEFAULT, MODEL_DEFAULT) == (10.0, "256m", "gpt-4o-mini")
+    completed = run_cli("run", "--help")  # piped: no hard wrap at 80 columns
+    assert any(
+        line.strip().startswith("Exit codes (as docker run)")
+        and line.rstrip().endswith("125 sandcrew itself failed (bad option, Docker, image).")
+        for line in completed.stdout.splitlines()
+    ), completed.stdout
+    assert "[default: (10)]" in completed.stdout
+    assert "[default: (256m)]" in completed.stdout
+    solve_help = run_cli("solve", "-h", env={"COLUMNS": "200"}).stdout
+    assert "[default: (gpt-4o-mini)]" in solve_help
+    assert "<workflow|admin|workflow+admin>" in solve_help
+
+
+def test_version_flag_prints_the_version() -> None:
+    import sandcrew
+
+    completed = run_cli("--version")
+    assert completed.returncode == 0
+    assert completed.stdout.strip() == sandcrew.__version__
+
+
+@pytest.mark.docker
+def test_doctor_reports_where_each_setting_came_from(config_file: Path) -> None:
+    completed = run_cli(
+        "doctor", "--no-self-test", "--config", str(config_file), "--model", "from-flag",
+        env={"COLUMNS": "250", "SANDCREW_MAX_ROUNDS": "9", "OPENAI_BASE_URL": "",
+             "OPENAI_API_KEY": ""},
+    )  # fmt: skip
+    lines = {
+        line.split("│")[1].strip(): line for line in completed.stdout.splitlines() if "│" in line
+    }
+    assert "from-flag (command line)" in lines["setting endpoint.model"]
+    assert "9 (environment)" in lines["setting max_rounds"]
+    assert f"admin (config file {config_file})" in lines["setting mode"]
+    assert "not set (default)" in lines["setting endpoint.api_key"]

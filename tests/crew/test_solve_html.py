@@ -1,0 +1,104 @@
+"""`solve --html` and `sandcrew transcript --html`: the chat as a page, in headless Chromium."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from sandcrew.testing import ScriptedModelServer
+from tests.browser import dump_dom, screenshot
+from tests.crew.conftest import admin_final_turn, coder_turn, review_turn, run_cli
+
+# The program prints markup; the page must show it as text and run none of it.
+HOSTILE = (
+    "<script>document.body.dataset.pwned = 'script'</script>"
+    "<img src=x onerror=\"document.body.dataset.pwned = 'img'\">"
+)
+PROGRAM = f"print({HOSTILE!r})\nprint(6 * 7)\n"
+
+
+class _Chat(HTMLParser):
+    """Cards, speakers, run exit codes and the body's attributes of a dumped page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cards: list[dict[str, str | None]] = []
+        self.speakers: list[str] = []
+        self.body: dict[str, str | None] = {}
+        self.stdout: list[str] = []
+        self.images = 0
+        self._capture: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        if tag == "article":
+            self.cards.append(attributes)
+        elif tag == "body":
+            self.body = attributes
+        elif tag == "img":
+            self.images += 1
+        elif "speaker" in classes:
+            self._capture = "speaker"
+        elif tag == "pre" and "stdout" in classes:
+            self._capture = "stdout"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("span", "pre"):
+            self._capture = None
+
+    def handle_data(self, data: str) -> None:
+        if self._capture == "speaker":
+            self.speakers.append(data)
+        elif self._capture == "stdout":
+            self.stdout.append(data)
+
+
+def _open(page: Path, tmp_path: Path) -> _Chat:
+    chat = _Chat()
+    chat.feed(dump_dom(page, tmp_path / "profile"))
+    return chat
+
+
+@pytest.mark.docker
+def test_solve_html_and_transcript_page_in_chromium(tmp_path: Path) -> None:
+    page, transcript = tmp_path / "chat.html", tmp_path / "chat.jsonl"
+    with ScriptedModelServer() as server:
+        server.add(
+            coder_turn(f"```python\n{PROGRAM}```"),
+            review_turn(),
+            admin_final_turn(answer="42"),
+        )
+        completed = run_cli(
+            "solve", "What is 6 times 7?", "--base-url", server.base_url,
+            "--html", str(page), "--transcript", str(transcript), "--quiet",
+        )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+
+    chat = _open(page, tmp_path)
+    assert chat.speakers == ["admin", "coder", "reviewer", "runner", "admin"]
+    runs = [card for card in chat.cards if "run" in (card.get("class") or "").split()]
+    assert [run.get("data-exit-code") for run in runs] == ["0"]
+    # The program's markup is text on the page: no element from it, no script run.
+    assert "".join(chat.stdout) == HOSTILE + "\n42\n"
+    assert chat.images == 0
+    assert "data-pwned" not in chat.body
+    assert screenshot(page, tmp_path / "profile", tmp_path / "chat.png").startswith(b"\x89PNG")
+
+    again = tmp_path / "again.html"
+    rendered = run_cli("transcript", str(transcript), "--html", str(again))
+    assert rendered.returncode == 0, rendered.stderr
+    assert _open(again, tmp_path).speakers == chat.speakers
+
+
+def test_transcript_of_a_file_that_is_not_one_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"event": "message"}\nnot json\n')
+
+    completed = run_cli("transcript", str(bad), "--html", str(tmp_path / "out.html"))
+
+    assert completed.returncode == 2
+    assert "line 2 is not JSON" in completed.stderr
+    assert "Traceback" not in completed.stderr
