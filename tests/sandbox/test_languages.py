@@ -41,7 +41,7 @@ def test_sandcrew_run_runs_a_bash_script_with_files(tmp_path: Path) -> None:
     data = tmp_path / "data.csv"
     data.write_text("a\n1\n2\n")
 
-    completed = run_cli("run", "-", "-l", "sh", "--file", str(data), stdin=BASH)
+    completed = run_cli("run", "-", "-l", "bash", "--file", str(data), stdin=BASH)
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "3\nfrom /workspace/main.sh\n"
