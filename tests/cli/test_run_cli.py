@@ -181,7 +181,7 @@ def test_run_json_lists_artifacts_with_small_ones_inline(tmp_path: Path) -> None
 def test_run_refuses_a_missing_input_file_in_one_line(tmp_path: Path) -> None:
     completed = run_cli("run", "-", "--file", str(tmp_path / "missing.csv"), stdin="print(1)")
 
-    assert completed.returncode == 2
+    assert completed.returncode == 125  # sandcrew itself refused (as docker run)
     # (the error printer wraps long lines at the terminal width)
     assert completed.stderr.startswith("error: input file not found:")
     assert "missing.csv" in completed.stderr
