@@ -13,6 +13,7 @@ from ._errors import (
     UnsupportedLanguageError,
 )
 from ._extract import CodeBlock, extract_code_blocks
+from ._files import Artifact, load_input_files
 from ._images import DEFAULT_IMAGES, BaseSource, ImageBuildError, build_images, list_images
 from ._languages import SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import treat_sigterm_as_interrupt
@@ -25,6 +26,7 @@ from ._seccomp import describe as describe_seccomp_profile
 __all__ = [
     "DEFAULT_IMAGES",
     "SUPPORTED_LANGUAGES",
+    "Artifact",
     "BaseSource",
     "BatchContainerLost",
     "BatchSandbox",
@@ -46,6 +48,7 @@ __all__ = [
     "docker_endpoint",
     "extract_code_blocks",
     "list_images",
+    "load_input_files",
     "normalize_language",
     "reap_orphans",
     "treat_sigterm_as_interrupt",

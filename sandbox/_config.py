@@ -122,6 +122,14 @@ class SandboxConfig(BaseModel):
     """Bytes kept of stdout and of stderr, each; the rest is read and discarded."""
     max_code_bytes: int = 1 * MIB
     """Largest program accepted, in UTF-8 bytes."""
+    max_input_files: int = 100
+    """Input files one run may receive."""
+    max_input_bytes: int = 32 * MIB
+    """Total size of one run's input files; they must also fit the work dir's tmpfs."""
+    max_artifacts: int = 32
+    """Files of the output folder that come back from one run; 0 gives no output folder."""
+    max_artifact_bytes: int = 32 * MIB
+    """Total size of the files that come back from one run; the rest is flagged as truncated."""
     file_size_limit_bytes: int = 16 * MIB
     """``ulimit -f``: largest file the program may write."""
     open_files_limit: int = 256
@@ -195,6 +203,9 @@ class SandboxConfig(BaseModel):
         "shm_bytes",
         "max_output_bytes",
         "max_code_bytes",
+        "max_input_files",
+        "max_input_bytes",
+        "max_artifact_bytes",
         "file_size_limit_bytes",
         "open_files_limit",
         "log_max_bytes",
@@ -215,7 +226,7 @@ class SandboxConfig(BaseModel):
             )
         return value
 
-    @field_validator("core_dump_limit_bytes", "pool_size")
+    @field_validator("core_dump_limit_bytes", "pool_size", "max_artifacts")
     @classmethod
     def _not_negative(cls, value: int, info: Any) -> int:
         if value < 0:

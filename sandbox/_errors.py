@@ -7,6 +7,7 @@ errors: they are data in :class:`~sandcrew.sandbox.ExecutionResult`.
 from __future__ import annotations
 
 from ..core import ErrorCode, InfrastructureError, UserError
+from ._images import build_command_for
 
 BUILD_IMAGES_COMMAND = "sandcrew images build"
 
@@ -39,7 +40,7 @@ class ImageNotFoundError(SandboxError):
 
     def __init__(self, image: str) -> None:
         super().__init__(
-            f"Sandbox image {image} is missing; build it with `{BUILD_IMAGES_COMMAND}`"
+            f"Sandbox image {image} is missing; build it with `{build_command_for(image)}`"
         )
         self.image = image
 

@@ -32,6 +32,7 @@ from ._deadlines import (
     reading_ends_after,
 )
 from ._errors import SandboxError
+from ._files import parse_artifacts
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
 from ._streams import CappedBuffer, deliver_and_collect, shutdown_connection
 from ._supervisor import ACKNOWLEDGEMENT, Delivery
@@ -54,6 +55,8 @@ class Outcome:
     duration: float
     never_started: bool
     """The container ended without a word before it read its program: nothing ran."""
+    artifacts: CappedBuffer | None = None
+    """The supervisor's artifacts frame, when the run had an output folder."""
 
 
 async def execute(
@@ -63,6 +66,7 @@ async def execute(
     *,
     time_limit: float,
     output_limit: int,
+    artifact_limit: int = 0,
 ) -> Outcome:
     """Send the program to the waiting supervisor and collect its outcome."""
     # One thread owns the attach connection from here to its closing. On
@@ -70,7 +74,14 @@ async def execute(
     # and the thread is awaited: only then may the connection be closed.
     abandoned = threading.Event()
     collected = in_dedicated_thread(
-        _run_program, api, container, delivery, time_limit, output_limit, abandoned
+        _run_program,
+        api,
+        container,
+        delivery,
+        time_limit,
+        output_limit,
+        artifact_limit,
+        abandoned,
     )
     try:
         return await asyncio.shield(collected)
@@ -90,6 +101,11 @@ async def judge(
     time_limit: float,
 ) -> ExecutionResult:
     """Turn an outcome into the result."""
+    frame = outcome.artifacts
+    artifacts, artifacts_truncated, skipped = parse_artifacts(
+        bytes(frame.data) if frame is not None else b"",
+        received_all=frame is None or not frame.truncated,
+    )
     return ExecutionResult(
         language=language,
         exit_code=TIMEOUT_EXIT_CODE if outcome.timed_out else outcome.status,
@@ -104,6 +120,9 @@ async def judge(
         run_id=container.run_id,
         timeout=time_limit,
         memory_limit_bytes=config.memory_bytes,
+        artifacts=tuple(artifacts),
+        artifacts_truncated=artifacts_truncated,
+        artifacts_skipped=tuple(skipped),
     )
 
 
@@ -162,6 +181,7 @@ def _run_program(
     delivery: Delivery,
     time_limit: float,
     limit: int,
+    artifact_limit: int,
     abandoned: threading.Event,
 ) -> Outcome:
     # Until the supervisor acknowledges the program, its own start-up may take
@@ -183,6 +203,7 @@ def _run_program(
             trailer_mark=delivery.trailer_mark,
             read_for=reading_ends_after(time_limit),
             on_acknowledged=program_starts,
+            artifact_limit=artifact_limit,
         )
         duration = time.monotonic() - started[0]
         status, oom_killed = streams.exit_status, False
@@ -207,6 +228,7 @@ def _run_program(
         oom_killed=oom_killed,
         duration=duration,
         never_started=not streams.acknowledged and not streams.received and not timed_out,
+        artifacts=streams.artifacts,
     )
 
 

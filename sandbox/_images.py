@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,11 +28,19 @@ if TYPE_CHECKING:
     import docker
 
 PYTHON_IMAGE = "sandcrew/python:latest"
+NODE_IMAGE = "sandcrew/node:latest"
+PYTHON_DATA_IMAGE = "sandcrew/python-data:latest"
+DATA_PACKAGES = ("numpy==1.26.4", "pandas==2.2.3", "matplotlib==3.9.2", "scipy==1.14.1")
+"""What the python-data image adds (their dependencies come with them)."""
 OFFLINE_SUITE = "bookworm"
 OFFLINE_BASE_IMAGE = f"sandcrew/debian-base:{OFFLINE_SUITE}"
 PUBLIC_BASE_IMAGE = "python:3.11-slim-bookworm"
 
-DEFAULT_IMAGES: dict[str, str] = {"python": PYTHON_IMAGE, "bash": PYTHON_IMAGE}
+DEFAULT_IMAGES: dict[str, str] = {
+    "python": PYTHON_IMAGE,
+    "bash": PYTHON_IMAGE,
+    "javascript": NODE_IMAGE,
+}
 """Language → image tag used by default."""
 
 BUILD_COMMAND = "sandcrew images build"
@@ -66,6 +75,14 @@ class ImageSpec:
     public_base: str
     debian_packages: tuple[str, ...]
     """Packages the debootstrap root filesystem must include for this image."""
+    offline_base: str = OFFLINE_BASE_IMAGE
+    """The tag of that debootstrap root filesystem."""
+    default: bool = True
+    """Built by ``sandcrew images build`` without names; others only when named."""
+    builds_on: str | None = None
+    """Another spec's name: its image is the base (built first when missing)."""
+    wheels: tuple[str, ...] = ()
+    """Python requirements whose wheels pip downloads on the host into the build context."""
 
 
 IMAGE_SPECS: tuple[ImageSpec, ...] = (
@@ -76,7 +93,34 @@ IMAGE_SPECS: tuple[ImageSpec, ...] = (
         public_base=PUBLIC_BASE_IMAGE,
         debian_packages=("python3",),
     ),
+    ImageSpec(
+        name="node",
+        tag=NODE_IMAGE,
+        folder="node",
+        public_base=PUBLIC_BASE_IMAGE,
+        debian_packages=("python3", "nodejs"),
+        offline_base=f"sandcrew/debian-node:{OFFLINE_SUITE}",
+        default=False,
+    ),
+    ImageSpec(
+        name="python-data",
+        tag=PYTHON_DATA_IMAGE,
+        folder="python-data",
+        public_base=PUBLIC_BASE_IMAGE,
+        debian_packages=("python3",),
+        default=False,
+        builds_on="python",
+        wheels=DATA_PACKAGES,
+    ),
 )
+
+
+def build_command_for(tag: str) -> str:
+    """The command that builds the image ``tag`` (the plain build for unknown tags)."""
+    for spec in IMAGE_SPECS:
+        if spec.tag == tag and not spec.default:
+            return f"{BUILD_COMMAND} {spec.name}"
+    return BUILD_COMMAND
 
 
 @dataclass(frozen=True)
@@ -89,6 +133,12 @@ class ImageStatus:
     image_id: str | None
     size_bytes: int | None
     created: str | None
+    optional: bool = False
+    """Not built by the plain ``sandcrew images build``; only its language needs it."""
+
+    @property
+    def build_command(self) -> str:
+        return f"{BUILD_COMMAND} {self.name}" if self.optional else BUILD_COMMAND
 
 
 def list_images(client: docker.DockerClient) -> list[ImageStatus]:
@@ -100,7 +150,9 @@ def list_images(client: docker.DockerClient) -> list[ImageStatus]:
         try:
             image = client.images.get(spec.tag)
         except docker.errors.ImageNotFound:
-            statuses.append(ImageStatus(spec.name, spec.tag, False, None, None, None))
+            statuses.append(
+                ImageStatus(spec.name, spec.tag, False, None, None, None, not spec.default)
+            )
             continue
         attrs: dict[str, Any] = image.attrs
         statuses.append(
@@ -111,6 +163,7 @@ def list_images(client: docker.DockerClient) -> list[ImageStatus]:
                 image.short_id,
                 int(attrs.get("Size", 0)),
                 str(attrs.get("Created", "")),
+                not spec.default,
             )
         )
     return statuses
@@ -124,15 +177,27 @@ def build_images(
     names: tuple[str, ...] | None = None,
     on_progress: Progress = lambda line: None,
 ) -> list[str]:
-    """Build the sandbox images (all, or those in ``names``); return their tags."""
-    specs = [spec for spec in IMAGE_SPECS if names is None or spec.name in names]
+    """Build the sandbox images (the default ones, or those in ``names``); return their tags."""
+    specs = [spec for spec in IMAGE_SPECS if (spec.name in names if names else spec.default)]
     unknown = set(names or ()) - {spec.name for spec in IMAGE_SPECS}
     if unknown:
         known = ", ".join(spec.name for spec in IMAGE_SPECS)
         raise ImageBuildError(f"unknown image {sorted(unknown)}; known images: {known}")
-    built = []
+    built: list[str] = []
     for spec in specs:
-        base_image = _choose_base(client, spec, base, rebuild_base, on_progress)
+        if spec.builds_on is not None:
+            below = next(other for other in IMAGE_SPECS if other.name == spec.builds_on)
+            if below.tag not in built and not _image_exists(client, below.tag):
+                built += build_images(
+                    client,
+                    base=base,
+                    rebuild_base=rebuild_base,
+                    names=(below.name,),
+                    on_progress=on_progress,
+                )
+            base_image = below.tag
+        else:
+            base_image = _choose_base(client, spec, base, rebuild_base, on_progress)
         _build_dockerfile(client, spec, base_image, on_progress)
         built.append(spec.tag)
     return built
@@ -158,9 +223,11 @@ def _choose_base(
                 f"`{BUILD_COMMAND} --base debootstrap`."
             )
         on_progress(f"no registry reachable ({pull_error}); building the base with debootstrap")
-    if rebuild_base or not _image_exists(client, OFFLINE_BASE_IMAGE):
-        make_debian_base(client, packages=spec.debian_packages, on_progress=on_progress)
-    return OFFLINE_BASE_IMAGE
+    if rebuild_base or not _image_exists(client, spec.offline_base):
+        make_debian_base(
+            client, packages=spec.debian_packages, tag=spec.offline_base, on_progress=on_progress
+        )
+    return spec.offline_base
 
 
 def _image_exists(client: docker.DockerClient, tag: str) -> bool:
@@ -191,7 +258,15 @@ def _build_dockerfile(
     import docker.errors
 
     on_progress(f"building {spec.tag} from {base_image}")
-    with resources.as_file(resources.files("sandcrew.images") / spec.folder) as context:
+    with (
+        resources.as_file(resources.files("sandcrew.images") / spec.folder) as folder,
+        tempfile.TemporaryDirectory(prefix="sandcrew-build-") as scratch,
+    ):
+        context = folder
+        if spec.wheels:
+            context = Path(scratch) / "context"
+            shutil.copytree(folder, context)
+            _download_wheels(spec.wheels, context / "wheels", on_progress)
         try:
             stream: Iterator[dict[str, Any]] = client.api.build(
                 path=str(context),
@@ -211,6 +286,34 @@ def _build_dockerfile(
         except docker.errors.APIError as error:
             raise ImageBuildError(f"building {spec.tag} failed: {error}") from error
     on_progress(f"built {spec.tag}")
+
+
+def _download_wheels(requirements: tuple[str, ...], folder: Path, on_progress: Progress) -> None:
+    """Download the wheels (and pip's own) for the image's Python, here on the host."""
+    folder.mkdir()
+    (folder / "requirements.txt").write_text("\n".join(requirements) + "\n")
+    platforms = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        *(option for platform in platforms for option in ("--platform", platform)),
+        "--dest",
+        str(folder),
+        *requirements,
+        "pip",
+    ]
+    on_progress(f"downloading wheels: {' '.join(requirements)}")
+    _run_streaming(command, on_progress, what="pip download")
 
 
 def make_debian_base(

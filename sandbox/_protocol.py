@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ._result import ExecutionResult
@@ -33,8 +35,11 @@ class Sandbox(Protocol):
         language: str = "python",
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit
+        files: Mapping[str, bytes | Path] | None = None,
     ) -> ExecutionResult:
-        """Run ``code`` once, in isolation, within ``timeout`` seconds (the default if ``None``)."""
+        """Run ``code`` once, in isolation, within ``timeout`` seconds (the default if ``None``).
+
+        ``files`` are put into the program's work dir, read-only, before it starts."""
         ...
 
     async def aclose(self) -> None:

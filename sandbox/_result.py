@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from ..core import trim_middle
+from ._files import Artifact
 
 RUNNER_RESULT_MARKER = "[RUNNER_RESULT]"
 TIMEOUT_EXIT_CODE = 124
@@ -32,6 +33,12 @@ class ExecutionResult(BaseModel):
     """The wall-clock limit that applied, in seconds."""
     memory_limit_bytes: int
     """The memory limit that applied."""
+    artifacts: tuple[Artifact, ...] = ()
+    """Files the program left in its output folder (``<workdir>/out``)."""
+    artifacts_truncated: bool = False
+    """Some files of the output folder did not come back: over the count or size cap."""
+    artifacts_skipped: tuple[str, ...] = ()
+    """Why files of the output folder were left out (links, fifos, odd names, the caps)."""
 
     @property
     def ok(self) -> bool:
@@ -74,7 +81,21 @@ class ExecutionResult(BaseModel):
             parts.append(trim_middle(stderr, stderr_budget).rstrip("\n"))
         if not stdout and not stderr:
             parts.append("(no output)")
+        if self.artifacts or self.artifacts_skipped:
+            parts.append(self.artifacts_listing())
         return "\n".join(parts)
+
+    def artifacts_listing(self) -> str:
+        """``[files]`` and one line per artifact (name, size, type), then what was left out."""
+        lines = ["[files]"]
+        lines += [
+            f"out/{item.name} ({_format_count(item.size)}, {item.media_type})"
+            for item in self.artifacts
+        ]
+        if self.artifacts_truncated:
+            lines.append("[some files were left out: over the output limits]")
+        lines += [f"[left out: out/{note}]" for note in self.artifacts_skipped]
+        return "\n".join(lines)
 
 
 def _format_size(value: int) -> str:
@@ -82,3 +103,11 @@ def _format_size(value: int) -> str:
     if value % mib == 0:
         return f"{value // mib} MiB"
     return f"{value} bytes"
+
+
+def _format_count(size: int) -> str:
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"

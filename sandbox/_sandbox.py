@@ -9,6 +9,8 @@ every deadline is decided in :mod:`._deadlines`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -19,7 +21,8 @@ from ._config import SandboxConfig
 from ._deadlines import run_limit
 from ._errors import CodeTooLargeError, EmptyCodeError, SandboxError, UnsupportedLanguageError
 from ._execution import execute, judge
-from ._languages import SUPPORTED_LANGUAGES, normalize_language
+from ._files import load_input_files
+from ._languages import OPTIONAL_LANGUAGES, SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import ContainerSupply
 from ._result import ExecutionResult
 from ._supervisor import program_delivery
@@ -27,6 +30,8 @@ from ._supervisor import program_delivery
 # A pooled container that ended before it read its program is replaced by
 # another; after this many, the run launches a container of its own.
 _POOLED_ATTEMPTS = 2
+# Room for the artifacts listing on top of the files' own bytes.
+_LISTING_ALLOWANCE = 256 * 1024
 
 
 class DockerSandbox:
@@ -52,7 +57,15 @@ class DockerSandbox:
         docker_client: docker.DockerClient | None = None,
     ) -> None:
         self.config = config if config is not None else SandboxConfig()
-        images = sorted({self.config.images[language] for language in self.supported_languages})
+        # Pools hold containers for the default languages' images only: an optional
+        # language's image (node) may be missing, and its runs start their own.
+        images = sorted(
+            {
+                self.config.images[language]
+                for language in self.supported_languages
+                if language not in OPTIONAL_LANGUAGES
+            }
+        )
         self._supply = ContainerSupply(self.config, docker_client, images)
 
     @property
@@ -129,18 +142,30 @@ class DockerSandbox:
         language: str = "python",
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit, enforced inside
+        files: Mapping[str, bytes | Path] | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in a new (or pre-started, never-used) container and return what it did.
 
+        ``files`` maps names (relative, ``/``-separated) to bytes or host paths:
+        they are put into the work dir, mode 0444, before the program starts.
+        What the program leaves in ``out/`` of its work dir comes back as
+        ``result.artifacts``.
+
         Raises only for misuse (empty code, unsupported language, code too
-        large) and infrastructure failures; the program's own failures, timeout
-        and out-of-memory kill are reported in the result. The container is
-        removed in the background; :meth:`close` waits for it.
+        large, bad or missing input files) and infrastructure failures; the
+        program's own failures, timeout and out-of-memory kill are reported in
+        the result. The container is removed in the background; :meth:`close`
+        waits for it.
         """
-        return await self._run(code, language, timeout, wait_for_removal=False)
+        return await self._run(code, language, timeout, files, wait_for_removal=False)
 
     def run_sync(
-        self, code: str, language: str = "python", *, timeout: float | None = None
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        timeout: float | None = None,
+        files: Mapping[str, bytes | Path] | None = None,
     ) -> ExecutionResult:
         """Blocking twin of :meth:`run`, for code that has no event loop.
 
@@ -156,15 +181,37 @@ class DockerSandbox:
                 "DockerSandbox.run_sync() cannot be called from a running event loop; "
                 "use `await sandbox.run(...)` instead"
             )
-        return asyncio.run(self._run(code, language, timeout, wait_for_removal=True))
+        return asyncio.run(self._run(code, language, timeout, files, wait_for_removal=True))
 
     async def _run(
-        self, code: str, language: str, time_limit: float | None, *, wait_for_removal: bool
+        self,
+        code: str,
+        language: str,
+        time_limit: float | None,
+        files: Mapping[str, bytes | Path] | None,
+        *,
+        wait_for_removal: bool,
     ) -> ExecutionResult:
+        config = self.config
         name, image, limit = self._check(code, language, time_limit)
+        inputs = load_input_files(
+            files,
+            max_count=config.max_input_files,
+            max_bytes=min(config.max_input_bytes, config.workdir_tmpfs_bytes),
+        )
         await self.start()
         api = self.client.api
-        delivery = program_delivery(name, code, time_limit=limit)
+        delivery = program_delivery(
+            name,
+            code,
+            time_limit=limit,
+            files=inputs,
+            artifact_bytes=config.max_artifact_bytes,
+            artifact_count=config.max_artifacts,
+        )
+        artifact_limit = (
+            config.max_artifact_bytes + _LISTING_ALLOWANCE if config.max_artifacts else 0
+        )
         attempt = 0
         while True:
             attempt += 1
@@ -177,7 +224,8 @@ class DockerSandbox:
                     container,
                     delivery,
                     time_limit=limit,
-                    output_limit=self.config.max_output_bytes,
+                    output_limit=config.max_output_bytes,
+                    artifact_limit=artifact_limit,
                 )
                 # A pooled container that ended unseen while it waited ran nothing:
                 # the program goes to another container.

@@ -23,8 +23,9 @@ _HEADER_SIZE = 8
 _STDOUT = 1
 _STDERR = 2
 _RECV_SIZE = 64 * 1024
-# A status is a few digits and a newline.
-_STATUS_LIMIT = 8
+# A status is a few digits and a newline; an artifacts frame's start is "A", its length, a newline.
+_STATUS_LIMIT = 24
+_ARTIFACTS_FRAME = b"A"
 
 
 class _Connection(Protocol):
@@ -65,7 +66,10 @@ class TrailedStream:
     sink: CappedBuffer
     mark: bytes
     """Empty when no trailer is expected."""
+    artifacts: CappedBuffer | None = None
+    """Where the supervisor's artifacts frame (``mark + "A<length>\\n" + frame``) goes, if any."""
     status: int | None = None
+    _frame_left: int | None = None
     _pending: bytearray = field(default_factory=bytearray)
     _after_mark: bytearray | None = None
     _ended: bool = False
@@ -96,6 +100,9 @@ class TrailedStream:
     def _read_status(self, chunk: bytes | memoryview) -> None:
         """Take the status digits after the mark; at most :data:`_STATUS_LIMIT` bytes are kept."""
         assert self._after_mark is not None
+        if self._frame_left is not None:
+            self._read_frame(chunk)
+            return
         room = _STATUS_LIMIT - len(self._after_mark)
         piece = bytes(chunk[:room])
         end = piece.find(b"\n")
@@ -105,7 +112,27 @@ class TrailedStream:
                 self._end(None, chunk[room:])  # no status this long: not a trailer of ours
             return
         text = bytes(self._after_mark) + piece[:end]
-        self._end(int(text) if text.isdigit() else None, chunk[end + 1 :])
+        rest = chunk[end + 1 :]
+        length = text.removeprefix(_ARTIFACTS_FRAME)
+        if self.artifacts is not None and text.startswith(_ARTIFACTS_FRAME) and length.isdigit():
+            self._frame_left = int(length)
+            self._read_frame(rest)
+            return
+        self._end(int(text) if text.isdigit() else None, rest)
+
+    def _read_frame(self, chunk: bytes | memoryview) -> None:
+        """Pass the artifacts frame's bytes to its sink; then look for the trailer again."""
+        assert self.artifacts is not None
+        assert self._frame_left is not None
+        taken = chunk[: self._frame_left]
+        self.artifacts.feed(taken)
+        self._frame_left -= len(taken)
+        if self._frame_left == 0:
+            self._frame_left = None
+            self._after_mark = None
+            rest = chunk[len(taken) :]
+            if rest:
+                self.feed(rest)
 
     def _end(self, status: int | None, rest: bytes | memoryview) -> None:
         self._after_mark = None
@@ -135,6 +162,8 @@ class Demultiplexer:
     stderr: CappedBuffer
     acknowledgement: bytes = b""
     trailer_mark: bytes = b""
+    artifacts: CappedBuffer | None = None
+    """Receives the artifacts frame the supervisor may print on stdout before its trailer."""
     acknowledged: bool = False
     received: bool = False
     """Whether any payload byte, on either stream, arrived."""
@@ -146,7 +175,7 @@ class Demultiplexer:
 
     def __post_init__(self) -> None:
         self._streams = {
-            _STDOUT: TrailedStream(self.stdout, self.trailer_mark),
+            _STDOUT: TrailedStream(self.stdout, self.trailer_mark, self.artifacts),
             _STDERR: TrailedStream(self.stderr, self.trailer_mark),
         }
 
@@ -210,6 +239,7 @@ def deliver_and_collect(
     trailer_mark: bytes,
     read_for: float,
     on_acknowledged: Callable[[], None] = lambda: None,
+    artifact_limit: int = 0,
 ) -> Demultiplexer:
     """Send ``payload`` to the container's stdin, then read both streams until the end.
 
@@ -230,6 +260,7 @@ def deliver_and_collect(
         CappedBuffer(limit),
         acknowledgement=acknowledgement,
         trailer_mark=trailer_mark,
+        artifacts=CappedBuffer(artifact_limit) if artifact_limit else None,
     )
     try:
         # A program may stay silent for longer than the client's request timeout,

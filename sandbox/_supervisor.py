@@ -3,13 +3,17 @@
 Every sandbox container starts as root with only the SETUID, SETGID, SETPCAP and
 KILL capabilities (and no-new-privileges) and runs this small Python
 supervisor, passed on the command line so the image needs nothing of ours. It
-waits on stdin for ``"<language> <size> <nonce> <watchdog>\\n"`` followed by
-exactly ``size`` bytes of program, prints one acknowledgement byte on stdout,
+waits on stdin for ``"<language> <size> <nonce> <watchdog> <files size>
+<artifact bytes> <artifact count>\\n"`` followed by exactly ``size`` bytes of
+program and ``files size`` bytes of input files (see :func:`pack_files`),
+prints one acknowledgement byte on stdout,
 and forks a child that raises its own OOM score (so the kernel's OOM killer
 takes the program, not the supervisor), empties its capability bounding set,
 drops to the container's run uid (``setgroups([])``, ``setresgid``,
 ``setresuid``), writes the program into the work dir (a tmpfs owned by that
-uid) and execs the language's interpreter with stdin on ``/dev/null``.
+uid), unpacks the input files there (mode 0444, names checked again, links
+never followed), makes the empty ``out`` folder and execs the language's
+interpreter with stdin on ``/dev/null``.
 
 Why the exit status cannot be forged: the nonce arrives on stdin, never in argv
 or the environment, and lives only in the supervisor's memory (the child's copy
@@ -18,7 +22,10 @@ program's, and is not dumpable, so the program can neither ptrace it (our
 seccomp profile also refuses ptrace), read its ``/proc/<pid>/mem`` or
 ``environ``, nor signal it. When the child has ended, the supervisor SIGKILLs
 every other process of the container until none is left (so nothing the
-program left behind can print after it), then prints the trailer
+program left behind can print after it). With an artifact count above 0 it
+then forks a collector that drops to the run uid and prints
+``"\\x1e<nonce>:A<length>\\n"`` and the artifacts frame (a JSON listing line,
+then the files' bytes) on stdout. Last it prints the trailer
 ``"\\x1e<nonce>:<status>\\n"`` on stdout and on stderr and exits with the
 program's status. Each stream is in order, so once both trailers are in, all
 the program's output is; the stream reader strips them. A program can print
@@ -56,24 +63,153 @@ SUPERVISOR_CAPABILITIES = ("SETUID", "SETGID", "SETPCAP", "KILL")
 
 _TRAILER_START = b"\x1e"  # ASCII record separator
 _HEADER_LIMIT = 256
+ARTIFACTS_FRAME = b"A"
+"""After the trailer mark on stdout, this byte starts the artifacts frame (a status is digits)."""
+OUTPUT_FOLDER = "out"
+"""The folder of the work dir whose files come back as artifacts."""
+
+# The supervisor's file helpers, outside the f-string below so braces stay plain.
+# Input files are unpacked by the child as the run uid before the program
+# starts; artifacts are collected by another child as the run uid after every
+# process of the program is gone, never following a link, regular files only.
+_FILE_HELPERS = r"""
+import errno, json, stat
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+def checked_name(name):
+    parts = name.split("/")
+    if not name or name.startswith("/") or any(
+        part in ("", ".", "..") or "\x00" in part for part in parts
+    ):
+        raise ValueError("refused input file name " + repr(name))
+    return parts
+
+def unpack_files(blob):
+    # Each file: name length (4 bytes), data length (8 bytes), name, data.
+    position = 0
+    while position < len(blob):
+        name_size = int.from_bytes(blob[position:position + 4], "big")
+        data_size = int.from_bytes(blob[position + 4:position + 12], "big")
+        position += 12
+        name = bytes(blob[position:position + name_size]).decode("utf-8")
+        position += name_size
+        data = blob[position:position + data_size]
+        position += data_size
+        parts = checked_name(name)
+        folder = workdir
+        for part in parts[:-1]:
+            folder = os.path.join(folder, part)
+            try:
+                os.mkdir(folder, 0o755)
+            except FileExistsError:
+                pass
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        handle = os.open(os.path.join(workdir, name), flags, 0o444)
+        try:
+            write_all(handle, data)
+        finally:
+            os.close(handle)
+
+def shown_name(name):
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+def collect_artifacts(limit_bytes, limit_count):
+    found, contents, skipped = [], [], []
+    state = {"total": 0, "truncated": False}
+
+    def skip(name, reason):
+        if len(skipped) < 20:
+            skipped.append(shown_name(name) + ": " + reason)
+
+    def walk(folder, prefix, depth):
+        for name in sorted(os.listdir(folder)):
+            path = prefix + name
+            try:
+                path.encode("utf-8")
+            except UnicodeEncodeError:
+                skip(path, "the name is not UTF-8")
+                continue
+            if any(ord(character) < 32 or ord(character) == 127 for character in name):
+                skip(repr(path), "control characters in the name")
+                continue
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+            try:
+                handle = os.open(name, flags, dir_fd=folder)
+            except OSError as error:
+                skip(path, "a symbolic link" if error.errno == errno.ELOOP else error.strerror)
+                continue
+            try:
+                info = os.fstat(handle)
+                if stat.S_ISDIR(info.st_mode):
+                    if depth < 8:
+                        walk(handle, path + "/", depth + 1)
+                    else:
+                        skip(path, "nested too deep")
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    skip(path, "not a regular file")
+                    continue
+                if len(found) >= limit_count or state["total"] + info.st_size > limit_bytes:
+                    state["truncated"] = True
+                    skip(path, "over the artifact limits")
+                    continue
+                chunks, size = [], 0
+                while size < info.st_size:
+                    chunk = os.read(handle, min(1 << 20, info.st_size - size))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                found.append({"name": path, "size": size})
+                contents.append(b"".join(chunks))
+                state["total"] += size
+            finally:
+                os.close(handle)
+
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        top = os.open(os.path.join(workdir, OUTPUT_FOLDER), flags)
+    except OSError as error:
+        top = None
+        if error.errno != errno.ENOENT:
+            skip(OUTPUT_FOLDER, "not a folder")
+    if top is not None:
+        walk(top, "", 0)
+    listing = {"files": found, "skipped": skipped, "truncated": state["truncated"]}
+    return json.dumps(listing).encode() + b"\n" + b"".join(contents)
+"""
 
 
-def _runner_table() -> dict[str, tuple[str, tuple[str, ...], dict[str, str]]]:
+def _runner_table() -> dict[str, tuple[str, tuple[str, ...], dict[str, str], dict[str, str]]]:
     return {
-        language: (runner.filename, runner.interpreter, dict(runner.environment))
+        language: (
+            runner.filename,
+            runner.interpreter,
+            dict(runner.environment),
+            dict(runner.support_files),
+        )
         for language, runner in RUNNERS.items()
     }
 
 
 # Run as `python3 -I -S -c SUPERVISOR <workdir> <uid> <gid>` (isolated, no site:
 # nothing from the image's environment or site-packages runs as root).
-SUPERVISOR = f"""
+SUPERVISOR = (
+    f"""
 import ctypes, os, signal, sys, time
 RUNNERS = {_runner_table()!r}
 FAILED = {SUPERVISOR_FAILED_EXIT}
+OUTPUT_FOLDER = {OUTPUT_FOLDER!r}
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem for anyone
 workdir, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+"""
+    + _FILE_HELPERS
+    + f"""
 
 def say(fd, data):
     try:
@@ -115,8 +251,11 @@ while b"\\n" not in data:
     data += chunk
 line, _, data = data.partition(b"\\n")
 try:
-    language, size, nonce, watchdog = line.decode().split(" ")
-    size, watchdog = int(size), int(watchdog)
+    language, size, nonce, watchdog, files_size, artifact_bytes, artifact_count = (
+        line.decode().split(" ")
+    )
+    size, watchdog, files_size = int(size), int(watchdog), int(files_size)
+    artifact_bytes, artifact_count = int(artifact_bytes), int(artifact_count)
 except ValueError:
     fail("unreadable header")
 runner = RUNNERS.get(language)
@@ -126,23 +265,22 @@ signal.signal(signal.SIGALRM, on_watchdog)
 signal.setitimer(signal.ITIMER_REAL, watchdog)
 chunks = [data]
 received = len(data)
-while received < size:
-    chunk = os.read(0, size - received)
+while received < size + files_size:
+    chunk = os.read(0, min(size + files_size - received, 1 << 20))
     if not chunk:
         fail("the program ended early")
     chunks.append(chunk)
     received += len(chunk)
-program = b"".join(chunks)
+everything = b"".join(chunks)
+program, files = everything[:size], memoryview(everything)[size:]
 del chunks, data
-filename, interpreter, variables = runner
+filename, interpreter, variables, support_files = runner
 say(1, {ACKNOWLEDGEMENT!r})
 
-def become_the_program():
+def become_the_run_uid():
     signal.setitimer(signal.ITIMER_REAL, 0)
     for number in (signal.SIGALRM, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(number, signal.SIG_DFL)
-    with open("/proc/self/oom_score_adj", "w") as handle:
-        handle.write("1000")
     capability = 0
     while libc.prctl(24, capability, 0, 0, 0) == 0:  # PR_CAPBSET_DROP, until EINVAL
         capability += 1
@@ -153,10 +291,23 @@ def become_the_program():
     if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
         raise OSError(ctypes.get_errno(), "capset")
     os.chdir(workdir)
+
+def become_the_program():
+    with open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write("1000")
+    become_the_run_uid()
     path = os.path.join(workdir, filename)
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     say(handle, program)
     os.close(handle)
+    for support_path, text in support_files.items():
+        os.makedirs(os.path.dirname(support_path), 0o700, exist_ok=True)
+        handle = os.open(support_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        write_all(handle, text.encode())
+        os.close(handle)
+    unpack_files(files)
+    if artifact_count > 0:
+        os.mkdir(os.path.join(workdir, OUTPUT_FOLDER), 0o700)
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -171,7 +322,7 @@ if child == 0:
     except BaseException as error:
         say(2, ("sandcrew: cannot start the program: " + str(error) + "\\n").encode())
     os._exit(FAILED)
-del program
+del program, files, everything
 os.close(0)
 while True:
     ended, status = os.waitpid(child, 0)
@@ -181,11 +332,25 @@ code = os.waitstatus_to_exitcode(status)
 if code < 0:
     code = 128 - code
 end_every_other_process(5.0)
-trailer = {_TRAILER_START!r} + nonce.encode() + b":" + str(code).encode() + b"\\n"
+mark = {_TRAILER_START!r} + nonce.encode() + b":"
+if artifact_count > 0:
+    collector = os.fork()
+    if collector == 0:
+        try:
+            become_the_run_uid()
+            frame = collect_artifacts(artifact_bytes, artifact_count)
+            write_all(1, mark + {ARTIFACTS_FRAME!r} + str(len(frame)).encode() + b"\\n" + frame)
+        except BaseException as error:
+            say(2, ("sandcrew: cannot collect the output files: " + str(error) + "\\n").encode())
+        os._exit(0)
+    os.waitpid(collector, 0)
+    end_every_other_process(5.0)
+trailer = mark + str(code).encode() + b"\\n"
 say(1, trailer)
 say(2, trailer)
 os._exit(code)
 """
+)
 
 
 def supervisor_command(workdir: str, uid: int, gid: int) -> list[str]:
@@ -201,14 +366,41 @@ class Delivery:
     trailer_mark: bytes
 
 
-def program_delivery(language: str, code: str, *, time_limit: float) -> Delivery:
-    """The header line and the program, with a fresh nonce for the trailer."""
+def pack_files(files: dict[str, bytes]) -> bytes:
+    """The input files as the supervisor reads them: name and data lengths, name, data."""
+    parts: list[bytes] = []
+    for name, data in files.items():
+        encoded = name.encode()
+        parts.append(len(encoded).to_bytes(4, "big") + len(data).to_bytes(8, "big"))
+        parts.append(encoded)
+        parts.append(data)
+    return b"".join(parts)
+
+
+def program_delivery(
+    language: str,
+    code: str,
+    *,
+    time_limit: float,
+    files: dict[str, bytes] | None = None,
+    artifact_bytes: int = 0,
+    artifact_count: int = 0,
+) -> Delivery:
+    """The header line, the program and its input files, with a fresh nonce for the trailer.
+
+    With ``artifact_count`` > 0 the program gets an empty ``out`` folder, and
+    what it leaves there (up to the caps) comes back in a frame before the trailer.
+    """
     if language not in RUNNERS:
         raise ValueError(f"no runner for language {language!r}")
     program = code.encode()
+    packed = pack_files(files or {})
     nonce = secrets.token_hex(16)
-    header = f"{language} {len(program)} {nonce} {watchdog_seconds(time_limit)}\n"
+    header = (
+        f"{language} {len(program)} {nonce} {watchdog_seconds(time_limit)} "
+        f"{len(packed)} {artifact_bytes} {artifact_count}\n"
+    )
     return Delivery(
-        payload=header.encode() + program,
+        payload=header.encode() + program + packed,
         trailer_mark=_TRAILER_START + nonce.encode() + b":",
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -29,3 +32,28 @@ def test_two_agent_chat_example_runs() -> None:
         "teacher: 2 + 2 is 4.",
         "student: Thanks!",
     ]
+
+
+@pytest.mark.docker
+def test_files_and_plots_example_runs(tmp_path: Path) -> None:
+    # The image build line is CI's business (.ci/run builds python-data); the rest runs as is.
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Files and plots") :]
+    match = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    script = "\n".join(
+        line for line in match.group(1).splitlines() if not line.startswith("sandcrew images")
+    )
+    completed = subprocess.run(
+        ["bash", "-euc", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["mean", "14.0", "max", "24.0"]
+    assert (tmp_path / "results" / "figure-1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "saved to results/figure-1.png" in completed.stderr

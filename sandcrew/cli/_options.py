@@ -47,6 +47,7 @@ class Language(enum.StrEnum):
 
     PYTHON = "python"
     BASH = "bash"
+    JAVASCRIPT = "javascript"
 
 
 RUN_TIMEOUT_DEFAULT = _default(SandboxConfig, "timeout")

@@ -166,8 +166,14 @@ def doctor(
         )
     )
     for image in list_images(client):
-        detail = image.tag if image.present else f"{image.tag} missing: sandcrew images build"
-        checks.append(Check(f"image {image.name}", image.present, detail))
+        if image.present:
+            checks.append(Check(f"image {image.name}", True, image.tag))
+        elif image.optional:
+            detail = f"{image.tag} not built (optional): {image.build_command}"
+            checks.append(Check(f"image {image.name}", True, detail, warning=True))
+        else:
+            detail = f"{image.tag} missing: {image.build_command}"
+            checks.append(Check(f"image {image.name}", False, detail))
     if self_test and all(check.ok for check in checks):
         checks.extend(_self_test())
     _show(console, checks, as_json=as_json)

@@ -23,6 +23,13 @@ images_app = typer.Typer(
 
 @images_app.command("build")
 def build(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Images to build (python, node, python-data); default: python only.",
+            show_default=False,
+        ),
+    ] = None,
     base: Annotated[
         BaseSource,
         typer.Option(
@@ -49,7 +56,13 @@ def build(
             if verbose or (not on_terminal and _STEP.match(line)):
                 console.print(line, highlight=False, markup=False)
 
-        tags = build_images(client, base=base, rebuild_base=rebuild_base, on_progress=show)
+        tags = build_images(
+            client,
+            base=base,
+            rebuild_base=rebuild_base,
+            names=tuple(names) if names else None,
+            on_progress=show,
+        )
     for tag in tags:
         console.print(f"[green]built[/] {tag}")
 
@@ -65,7 +78,7 @@ def list_(as_json: options.Json = False) -> None:
     table.columns[0].no_wrap = True
     for image in list_images(client):
         size = f"{image.size_bytes / 1e6:.0f} MB" if image.size_bytes else ""
-        status = "[green]built[/]" if image.present else "[red]missing[/]: sandcrew images build"
+        status = "[green]built[/]" if image.present else f"[red]missing[/]: {image.build_command}"
         created = (image.created or "")[:16].replace("T", " ")
         table.add_row(image.tag, status, size, created)
     _output.console().print(table)

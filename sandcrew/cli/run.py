@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
 import typer
 from rich.console import Console
@@ -13,11 +13,18 @@ from rich.markup import escape
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.cli._files import files_from_paths, save_artifacts
 from sandcrew.cli._terminal import reset_attributes, write_untrusted
 from sandcrew.errors import UserError
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult
 
-_LANGUAGE_BY_SUFFIX = {".py": "python", ".sh": "bash", ".bash": "bash"}
+_LANGUAGE_BY_SUFFIX = {
+    ".py": "python",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".js": "javascript",
+    ".cjs": "javascript",
+}
 
 
 def exit_code_for(result: ExecutionResult) -> int:
@@ -47,6 +54,18 @@ def run(
     ] = None,
     config: options.Config = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="Input file (or folder) put into the program's work dir; repeatable.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Save the files the program writes into out/ to this folder."),
+    ] = None,
 ) -> None:
     """Run FILE (or stdin) in a new hardened container and print what it printed.
 
@@ -65,12 +84,28 @@ def run(
     )
     chosen_language = language.value if language else _language_of(source)
     code = read_program(source, limit=settings.sandbox.max_code_bytes)
-    result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language)
+    files = files_from_paths(file or [])
+    result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language, files=files)
+    if out is not None:
+        result = save_artifacts(result, out)
     if as_json:
-        _output.print_json(result.model_dump(mode="json"))
+        _output.print_json(json_document(result))
     else:
         _print_result(result)
     raise typer.Exit(exit_code_for(result))
+
+
+INLINE_ARTIFACT_BYTES = 64 * 1024
+"""``--json`` carries an artifact's bytes (base64) only up to this size; ``--out`` saves any."""
+
+
+def json_document(result: ExecutionResult) -> dict[str, Any]:
+    """The ``--json`` document: the result, and small artifacts' bytes as ``data_base64``."""
+    document = result.model_dump(mode="json")
+    for entry, artifact in zip(document["artifacts"], result.artifacts, strict=True):
+        small = artifact.size <= INLINE_ARTIFACT_BYTES
+        entry["data_base64"] = artifact.data_base64() if small else None
+    return document
 
 
 def _language_of(source: str) -> str:
@@ -140,3 +175,18 @@ def _print_result(result: ExecutionResult) -> None:
     status.print(
         f"{headline} · {result.duration:.2f}s · {escape(result.image)}{extra}", style="dim"
     )
+    for line in artifact_lines(result.artifacts):
+        status.print(escape(line), style="dim", soft_wrap=True)
+    if result.artifacts_truncated:
+        status.print("some output files were left out: over the output limits", style="yellow")
+    for note in result.artifacts_skipped:
+        status.print(f"left out: out/{escape(note)}", style="yellow", soft_wrap=True)
+
+
+def artifact_lines(artifacts: tuple[Artifact, ...] | list[Artifact]) -> list[str]:
+    """One line per artifact: where it was saved, or that ``--out`` would save it."""
+    lines = []
+    for artifact in artifacts:
+        where = f"saved to {artifact.path}" if artifact.path else "not saved (use --out DIR)"
+        lines.append(f"out/{artifact.name} ({artifact.size} bytes, {artifact.media_type}): {where}")
+    return lines

@@ -24,11 +24,13 @@ from sandcrew.agents import FunctionCallRequiredError, Message, StopReason, rend
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.cli._files import files_from_paths, save_artifacts
 from sandcrew.cli._preflight import check_before_solving
 from sandcrew.cli._terminal import visible_controls, write_untrusted
+from sandcrew.cli.run import artifact_lines
 from sandcrew.crew import CrewResult, CrewSettings, solve_task
 from sandcrew.errors import InfrastructureError, UserError
-from sandcrew.sandbox import ExecutionResult
+from sandcrew.sandbox import ExecutionResult, load_input_files
 
 RESULT_FORMAT = 1
 """Version of the ``--json`` result and of the transcript's records."""
@@ -69,6 +71,14 @@ def solve(
         Path | None,
         typer.Option(help="Write the chat as a self-contained HTML page.", metavar="FILE"),
     ] = None,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option("--file", "-f", help="Input file (or folder) every run receives; repeatable."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Save the files the runs write into out/ to this folder."),
+    ] = None,
 ) -> None:
     """Solve TASK with the crew.
 
@@ -93,6 +103,11 @@ def solve(
     if html is not None and not html.parent.is_dir():
         raise UserError(f"--html {html}: the folder {html.parent} does not exist")
     check_before_solving(settings)
+    files = load_input_files(
+        files_from_paths(file or []),
+        max_count=settings.sandbox.max_input_files,
+        max_bytes=settings.sandbox.max_input_bytes,
+    )
     console = _output.console()
     stream_chat = not (quiet or as_json)
     with _open_transcript(transcript, keep=html is not None) as recorder:
@@ -104,12 +119,23 @@ def solve(
                 console.print(_render(message))
 
         try:
-            result = asyncio.run(solve_task(task, settings, on_message=on_message))
+            result = asyncio.run(
+                solve_task(
+                    task,
+                    settings,
+                    on_message=on_message,
+                    files=files,
+                    output_files=out is not None,
+                )
+            )
         except KeyboardInterrupt:
             summary = recorder.stopped(task)
             if as_json:
                 typer.echo(json.dumps(summary, indent=2))
             raise typer.Exit(ExitCode.INTERRUPTED) from None
+        if out is not None:
+            # Runs save in order: a later run's file replaces an earlier one of that name.
+            result.runs[:] = [save_artifacts(run, out) for run in result.runs]
         recorder.result(result)
     if html is not None:
         from sandcrew.transcript_page import write_transcript_page
@@ -119,6 +145,10 @@ def solve(
         typer.echo(json.dumps(result_summary(result), indent=2))
     else:
         _print_outcome(console, result, quiet=quiet)
+        if not quiet:
+            saved = [artifact for run in result.runs for artifact in run.artifacts]
+            for line in artifact_lines(saved):
+                console.print(escape(line), style="dim", soft_wrap=True, highlight=False)
     raise typer.Exit(exit_code_for(result))
 
 
@@ -167,6 +197,9 @@ def _run_summary(run: ExecutionResult) -> dict[str, Any]:
             "image",
             "stdout",
             "stderr",
+            "artifacts",
+            "artifacts_truncated",
+            "artifacts_skipped",
         },
     )
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from sandcrew.agents import strip_reasoning
 from sandcrew.sandbox import CodeBlock, extract_code_blocks
 
-RUNNABLE_LANGUAGES = ("python", "bash")
+RUNNABLE_LANGUAGES = ("python", "bash", "javascript")
 
 
 class CodeFacts(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -34,6 +34,7 @@ from sandcrew.crew._prompts import (
     CODER_PROMPT,
     INTRODUCTIONS,
     REVIEWER_PROMPT,
+    describe_run_files,
 )
 from sandcrew.crew._review import VerdictMiddleware, review_code_block
 from sandcrew.crew._runner import RunnerAgent
@@ -86,8 +87,13 @@ class Crew:
         sandbox: Sandbox,
         *,
         client: openai.AsyncOpenAI | None = None,
+        files: Mapping[str, bytes] | None = None,
+        output_files: bool = False,
     ) -> None:
         self.settings = settings
+        self.files = dict(files or {})
+        """Input files every run receives; the task tells the crew about them."""
+        self._output_files = output_files
         self._owns_client = client is None
         self.client = client or settings.endpoint.client()
         # Every model request (speaker selection included) keeps within one token budget.
@@ -118,7 +124,10 @@ class Crew:
             VerdictMiddleware(coder_name="coder", text_reviewer=reviewer_model),
         )
         self.runner = RunnerAgent(
-            sandbox, coder_name="coder", max_output_chars=settings.max_output_chars
+            sandbox,
+            coder_name="coder",
+            max_output_chars=settings.max_output_chars,
+            files=self.files,
         )
         self.chat = self._group_chat()
 
@@ -181,7 +190,8 @@ class Crew:
 
     async def solve(self, task: str, *, on_message: OnMessage | None = None) -> CrewResult:
         """Run the chat on ``task`` to its end; ``on_message`` sees every new message."""
-        opening = TextMessage(role="user", content=task, sender=self.admin.name)
+        content = task + describe_run_files(self.files, output_files=self._output_files)
+        opening = TextMessage(role="user", content=content, sender=self.admin.name)
         first_run = len(self.runner.runs)
         spent_before = self.token_meter.spent
         started = time.monotonic()
@@ -262,10 +272,19 @@ async def solve_task(
     *,
     sandbox: Sandbox | None = None,
     on_message: OnMessage | None = None,
+    files: Mapping[str, bytes] | None = None,
+    output_files: bool = False,
 ) -> CrewResult:
-    """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given."""
+    """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given.
+
+    ``files`` go into every run's work dir; with ``output_files`` the task also
+    tells the crew that files written into ``out/`` are returned.
+    """
     if sandbox is not None:
-        async with Crew(settings, sandbox) as crew:
+        async with Crew(settings, sandbox, files=files, output_files=output_files) as crew:
             return await crew.solve(task, on_message=on_message)
-    async with DockerSandbox(settings.sandbox) as owned, Crew(settings, owned) as crew:
+    async with (
+        DockerSandbox(settings.sandbox) as owned,
+        Crew(settings, owned, files=files, output_files=output_files) as crew,
+    ):
         return await crew.solve(task, on_message=on_message)

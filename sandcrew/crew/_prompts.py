@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sandcrew.agents import COMPLETE_SIGNAL
 
 CODER_PROMPT = """You act as a Python coder: you write Python code to resolve the task. \
@@ -34,3 +36,37 @@ INTRODUCTIONS = {
     "runner": "I will run Python code once the review is done",
 }
 """What each member says of itself when the chat starts (``send_introduction``)."""
+
+
+_PREVIEW_FILE_BYTES = 64 * 1024
+_PREVIEW_LINES = 5
+_PREVIEW_LINE_CHARS = 200
+
+
+def describe_run_files(files: Mapping[str, bytes], *, output_files: bool) -> str:
+    """What the task adds about files: the inputs (size, first lines of small text) and out/."""
+    if not files and not output_files:
+        return ""
+    lines = [""]
+    if files:
+        lines.append("Files in the program's working directory (read-only):")
+        for name, data in files.items():
+            lines.append(f"- {name} ({len(data)} bytes)")
+            lines += [f"    {line}" for line in _first_lines(data)]
+    lines.append(
+        "Files the program writes into the folder out/ (it exists) are returned to the user; "
+        "save plots and tables there."
+    )
+    return "\n".join(lines)
+
+
+def _first_lines(data: bytes) -> list[str]:
+    if len(data) > _PREVIEW_FILE_BYTES:
+        return []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return []
+    if "\x00" in text:
+        return []
+    return [line[:_PREVIEW_LINE_CHARS] for line in text.splitlines()[:_PREVIEW_LINES]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sandcrew.agents import BaseAgent, GenerateReplyOptions, Message, TextMessage
 from sandcrew.crew._code_facts import RUNNABLE_LANGUAGES, code_to_run
@@ -15,7 +15,7 @@ class RunnerAgent(BaseAgent):
     """Replies ``[RUNNER_RESULT]`` with the run's outcome attached as ``data``.
 
     Only the last message from ``coder_name`` is looked at. A block that is not
-    python or bash is not run; the reply says so and the coder is asked again.
+    python, bash or javascript is not run; the reply says so and the coder is asked again.
     """
 
     def __init__(
@@ -26,9 +26,12 @@ class RunnerAgent(BaseAgent):
         coder_name: str = "coder",
         max_output_chars: int = 4000,
         description: str | None = "Runs the coder's code in a throwaway container.",
+        files: Mapping[str, bytes] | None = None,
     ) -> None:
         super().__init__(name, description=description)
         self._sandbox = sandbox
+        self._files = dict(files or {})
+        """Input files every run receives in its work dir."""
         self._coder_name = coder_name
         self._max_output_chars = max_output_chars
         self.runs: list[ExecutionResult] = []
@@ -41,7 +44,7 @@ class RunnerAgent(BaseAgent):
         block = code_to_run(from_coder[-1].content) if from_coder else None
         if block is None or block.language not in RUNNABLE_LANGUAGES:
             return TextMessage(content=NO_CODE_REPLY, sender=self.name)
-        result = await self._sandbox.run(block.code, block.language)
+        result = await self._sandbox.run(block.code, block.language, files=self._files or None)
         self.runs.append(result)
         return TextMessage(
             content=result.to_runner_message(self._max_output_chars),

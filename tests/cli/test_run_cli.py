@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
+from tests.programs_files import CSV, CSV_SUMMARY, CSV_TO_PNG_PROGRAM, png_size
 
 # `sandcrew run` starts real containers (and run_cli checks the engine for leftovers).
 pytestmark = pytest.mark.docker
@@ -139,4 +141,48 @@ def test_program_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
 
     assert completed.returncode == 125
     assert "is not UTF-8 text" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_run_takes_a_csv_and_saves_the_png_it_draws(tmp_path: Path) -> None:
+    program = tmp_path / "plot.py"
+    program.write_text(CSV_TO_PNG_PROGRAM)
+    data = tmp_path / "data.csv"
+    data.write_text(CSV)
+    saved = tmp_path / "results"
+
+    completed = run_cli("run", str(program), "--file", str(data), "--out", str(saved))
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == CSV_SUMMARY
+    plot = saved / "plot.png"
+    assert png_size(plot.read_bytes()) == (120, 80)
+    assert f"out/plot.png ({plot.stat().st_size} bytes, image/png): saved to {plot}" in (
+        completed.stderr
+    )
+
+
+def test_run_json_lists_artifacts_with_small_ones_inline(tmp_path: Path) -> None:
+    folder = tmp_path / "inputs"
+    (folder / "nested").mkdir(parents=True)
+    (folder / "nested" / "data.csv").write_text(CSV)
+    program = "import shutil\nshutil.copy('nested/data.csv', 'out/copy.csv')\n"
+
+    completed = run_cli("run", "-", "--file", str(folder), "--json", stdin=program)
+
+    assert completed.returncode == 0, completed.stderr
+    [artifact] = json.loads(completed.stdout)["artifacts"]
+    assert artifact["name"] == "copy.csv"
+    assert artifact["media_type"] == "text/csv"
+    assert artifact["path"] is None
+    assert base64.b64decode(artifact["data_base64"]).decode() == CSV
+
+
+def test_run_refuses_a_missing_input_file_in_one_line(tmp_path: Path) -> None:
+    completed = run_cli("run", "-", "--file", str(tmp_path / "missing.csv"), stdin="print(1)")
+
+    assert completed.returncode == 125  # sandcrew itself refused (as docker run)
+    # (the error printer wraps long lines at the terminal width)
+    assert completed.stderr.startswith("error: input file not found:")
+    assert "missing.csv" in completed.stderr
     assert "Traceback" not in completed.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from sandcrew.sandbox import ExecutionResult
 
@@ -59,6 +60,7 @@ class ScriptedSandbox:
         language: str = "python",
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - mirrors the sandbox's signature
+        files: Mapping[str, bytes | Path] | None = None,
     ) -> ExecutionResult:
         self.programs.append((language, code))
         outcome = next((o for marker, o in self.outcomes.items() if marker in code), None)

@@ -41,13 +41,13 @@ def test_facts_of_a_good_python_block() -> None:
     [
         ("no code at all", "There is no code block"),
         ("```python\nprint(1)\n```\n```python\nprint(2)\n```", "multiple code blocks"),
-        ("```javascript\nconsole.log(1)\n```", "The code block is javascript"),
+        ("```ruby\nputs 1\n```", "The code block is ruby"),
         ("```\necho one two\n```", "The code block is untagged"),
         ("```python\nprint(1\n```", "does not parse (line 1"),
         ("```python\ndef main():\n    print(1)\n```", "does not run at the top level"),
         ("```python\nx = 6 * 7\n```", "does not print its result"),
     ],
-    ids=["no-block", "two-blocks", "javascript", "untagged", "syntax", "not-top-level", "no-print"],
+    ids=["no-block", "two-blocks", "ruby", "untagged", "syntax", "not-top-level", "no-print"],
 )
 def test_provable_problems_override_an_approving_model(text: str, expected_comment: str) -> None:
     verdict = decide(GOOD_CLAIMS, inspect_code(text))

@@ -77,13 +77,13 @@ async def test_each_exec_is_a_new_container_and_put_file_works_within_the_sandbo
         fresh = await another.exec(["ls", "-A"])
 
     assert read == type(read)(output="b'forty-two\\n\\x00\\xff'", exit_code=0)
-    # The sandbox delivers each program as main.sh in the working directory.
-    assert set(scratch.output.split()) - {"main.sh"} == {"data", "scratch.txt"}
-    assert set(after.output.split()) - {"main.sh"} == {
-        "data"
-    }  # scratch.txt went with its container
+    # The sandbox delivers each program as main.sh in the working directory, next to
+    # the empty out/ folder whose files come back as artifacts.
+    ours = {"main.sh", "out"}
+    assert set(scratch.output.split()) - ours == {"data", "scratch.txt"}
+    assert set(after.output.split()) - ours == {"data"}  # scratch.txt went with its container
     assert removed.exit_code != 0  # `ls data`: the put file is gone
-    assert set(fresh.output.split()) - {"main.sh"} == set()  # files stay within their sandbox
+    assert set(fresh.output.split()) - ours == set()  # files stay within their sandbox
 
 
 async def test_exec_passes_env_and_runs_in_the_workdir_without_network(

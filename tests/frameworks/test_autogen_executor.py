@@ -85,11 +85,11 @@ async def test_an_unsupported_language_is_refused_like_autogen_does(
     executor: SandcrewCodeExecutor,
 ) -> None:
     result = await executor.execute_code_blocks(
-        [CodeBlock(code="console.log(1)", language="javascript")], CancellationToken()
+        [CodeBlock(code="puts 1", language="ruby")], CancellationToken()
     )
 
     assert result.exit_code == 1
-    assert "Unsupported language 'javascript'" in result.output
+    assert "Unsupported language 'ruby'" in result.output
 
 
 async def test_cancelling_the_token_cancels_the_run(executor: SandcrewCodeExecutor) -> None:

@@ -69,7 +69,7 @@ async def test_list_languages_names_the_languages_and_limits() -> None:
         result = await session.call_tool("list_languages", {})
 
     assert result.structured_content == {
-        "languages": ["python", "bash"],
+        "languages": ["python", "bash", "javascript"],
         "default_language": "python",
         "max_timeout": 7.0,
         "max_memory_mb": 256,

@@ -214,7 +214,9 @@ async def test_host_environment_does_not_leak(
         "HOME",
         "HOSTNAME",
         "LANG",
+        "MPLBACKEND",  # matplotlib draws without a display
         "PATH",
+        "PYTHONPATH",  # the sandbox's sitecustomize, which saves open figures
         "PYTHONDONTWRITEBYTECODE",
         "PYTHONUNBUFFERED",
         "PWD",  # exported by the shell that starts the program

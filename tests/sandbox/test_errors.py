@@ -14,6 +14,7 @@ from sandcrew.sandbox import (
     DockerSandbox,
     DockerUnavailableError,
     EmptyCodeError,
+    ImageNotFoundError,
     SandboxConfig,
     UnsupportedLanguageError,
 )
@@ -30,9 +31,18 @@ async def test_empty_code(code: str) -> None:
 
 async def test_unsupported_language_lists_the_supported_ones() -> None:
     with pytest.raises(UnsupportedLanguageError) as caught:
-        await DockerSandbox().run("console.log(1)", "javascript")
+        await DockerSandbox().run("puts 1", "ruby")
     assert str(caught.value) == (
-        "The sandbox cannot run 'javascript' code; supported languages: python, bash"
+        "The sandbox cannot run 'ruby' code; supported languages: python, bash, javascript"
+    )
+
+
+def test_a_missing_optional_image_names_its_build_command() -> None:
+    assert str(ImageNotFoundError("sandcrew/node:latest")) == (
+        "Sandbox image sandcrew/node:latest is missing; build it with `sandcrew images build node`"
+    )
+    assert str(ImageNotFoundError("sandcrew/python:latest")).endswith(
+        "build it with `sandcrew images build`"
     )
 
 

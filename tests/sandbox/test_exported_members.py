@@ -21,6 +21,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "DockerSandbox",
             "DockerUnavailableError",
             "EmptyCodeError",
+            "Artifact",
             "ExecutionResult",
             "ImageNotFoundError",
             "Sandbox",
@@ -30,6 +31,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "build_images",
             "extract_code_blocks",
             "list_images",
+            "load_input_files",
             "normalize_language",
             "reap_orphans",
             "treat_sigterm_as_interrupt",
@@ -50,7 +52,7 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
 
 
 def test_supported_languages() -> None:
-    assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash")
+    assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash", "javascript")
     assert set(sandcrew.sandbox.DEFAULT_IMAGES) >= set(sandcrew.sandbox.SUPPORTED_LANGUAGES)
 
 

@@ -105,7 +105,9 @@ async def test_a_pooled_container_is_never_reused(pooled: DockerSandbox) -> None
         "print(open('/proc/self/cgroup').read().strip().splitlines()[-1])\n"
     )
     results = [await pooled.run(code) for _ in range(6)]
-    assert [result.stdout.splitlines()[0] for result in results] == ["[] ['main.py']"] * 6
+    assert [result.stdout.splitlines()[0] for result in results] == [
+        "['.sandcrew-site'] ['main.py', 'out']"
+    ] * 6
     assert len({result.stdout.splitlines()[1] for result in results}) == 6
     assert len({result.run_id for result in results}) == 6
 
