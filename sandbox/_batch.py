@@ -23,11 +23,14 @@ import secrets
 import struct
 import threading
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 import docker
 
+from ..core import UserError
 from ._batch_supervisor import BATCH_FRAME_START, batch_supervisor_command
 from ._config import SandboxConfig
 from ._container import Launch, LaunchedContainer, create_options, discard_container
@@ -293,14 +296,23 @@ class BatchSandbox:
         language: str = "python",
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit, enforced inside
+        files: Mapping[str, bytes | Path] | None = None,
     ) -> ExecutionResult:
         """Run ``code`` as a task of the batch; if the container fails meanwhile, run it alone.
+
+        Batch tasks take no input files (``files`` must be empty): a task's directory
+        is made by the batch supervisor, which receives programs only.
 
         Which of the programs in flight broke a lost container cannot be
         known, so each of them runs again in a container of its own: the one
         that breaks containers fails only itself, the batch goes on in a new
         container.
         """
+        if files:
+            raise UserError(
+                "batch isolation runs programs without input files; "
+                "use a container per task to pass files"
+            )
         try:
             return await self._run_in_batch(code, language, timeout)
         except BatchContainerLost:
