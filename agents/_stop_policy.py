@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict
 from ..core import ErrorCode, InfrastructureError
 from ._messages import TERMINATE, Message
 from ._reasoning import strip_reasoning
+from ._tokens import TokenBudgetExhaustedError
 
 
 class StopReason(enum.Enum):
@@ -151,7 +152,7 @@ class StopPolicy:
         if state.rounds >= self.max_round:
             return Stop(
                 StopReason.MAX_ROUNDS,
-                f"reached max_round={self.max_round} (agent replies in this call)",
+                f"reached the limit of {self.max_round} rounds (agent replies in this call)",
             )
         return None
 
@@ -189,7 +190,10 @@ class StopPolicy:
                 f"the request of {stage} does not fit the model's context: {error}",
                 error,
             )
-        return Stop(StopReason.ERROR, f"{type(error).__name__} from {stage}: {error}", error)
+        if isinstance(error, TokenBudgetExhaustedError):
+            # A request refused before it was sent: the budget ended the chat, not a failure.
+            return Stop(StopReason.TOKEN_BUDGET, f"{stage}: {error}")
+        return Stop(StopReason.ERROR, f"{stage} failed: {error}", error)
 
     def caller_stopped(self, rounds: int) -> Stop:
         return Stop(

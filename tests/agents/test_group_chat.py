@@ -93,7 +93,7 @@ async def test_round_robin_order_wraps_around_and_max_round_counts_replies() -> 
     assert [m.content for m in result.new_messages] == ["a1", "b1", "c1", "a2", "b2"]
     assert result.rounds == 5
     assert result.stop_reason is StopReason.MAX_ROUNDS
-    assert result.detail == "reached max_round=5 (agent replies in this call)"
+    assert result.detail == "reached the limit of 5 rounds (agent replies in this call)"
     assert [m.content for m in result.messages] == ["start", "a1", "b1", "c1", "a2", "b2"]
 
 
@@ -313,7 +313,7 @@ async def test_speaker_error_ends_the_chat_with_the_error_recorded() -> None:
     result = await GroupChat([ScriptedAgent("a", ["fine"]), _Failing("b")]).call([said("b", "go")])
     assert result.stop_reason is StopReason.ERROR
     assert isinstance(result.error, InfrastructureError)
-    assert result.detail == "InfrastructureError from speaker 'b': endpoint down"
+    assert result.detail == "speaker 'b' failed: endpoint down"
     assert [m.content for m in result.messages] == ["go", "fine"]
 
 
@@ -337,7 +337,7 @@ async def test_model_error_from_the_scripted_server_ends_the_chat(
     chat = GroupChat([model_agent("coder"), ScriptedAgent("runner")])
     result = await chat.call([said("runner", "task")])
     assert result.stop_reason is StopReason.ERROR
-    assert "EmptyReplyError from speaker 'coder'" in result.detail
+    assert "speaker 'coder' failed" in result.detail
     assert "empty reply 2 time(s)" in result.detail
     assert "returned an empty reply" in result.detail
 
