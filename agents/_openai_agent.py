@@ -323,7 +323,11 @@ class OpenAIChatAgent(BaseAgent):
     ) -> ChatCompletion:
         """Send ``request``, replacing a ``tool_choice`` form the endpoint rejects."""
         request = dict(request)
-        capped = self.token_meter.cap(request.get("max_tokens"), who=f"agent {self.name!r}")
+        capped = self.token_meter.cap(
+            request.get("max_tokens"),
+            prompt_tokens=estimate_prompt_tokens(request),
+            who=f"agent {self.name!r}",
+        )
         if capped is not None:
             request["max_tokens"] = capped
         if not offered:

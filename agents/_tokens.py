@@ -72,14 +72,17 @@ class TokenMeter:
         if usage is not None:
             self.spent = self.spent + usage
 
-    def cap(self, max_tokens: int | None, *, who: str) -> int | None:
-        """``max_tokens`` no larger than what is left; fails when nothing is left."""
+    def cap(self, max_tokens: int | None, *, prompt_tokens: int = 0, who: str) -> int | None:
+        """``max_tokens`` no larger than what is left once the prompt (``prompt_tokens``,
+        estimated) is paid for; fails when the request would not fit the budget at all."""
         remaining = self.remaining
         if remaining is None:
             return max_tokens
-        if remaining < 1:
+        room = remaining - prompt_tokens
+        if room < 1:
             raise TokenBudgetExhaustedError(
                 f"the token budget of {self.limit} is used up "
-                f"({self.spent.total_tokens} spent); {who} sent no further request"
+                f"({self.spent.total_tokens} spent, about {prompt_tokens} more needed for the "
+                f"next request); {who} sent no further request"
             )
-        return remaining if max_tokens is None else min(max_tokens, remaining)
+        return room if max_tokens is None else min(max_tokens, room)

@@ -23,6 +23,7 @@ from sandcrew.agents import (
     ToolsUnsupportedError,
     estimate_tokens,
 )
+from sandcrew.agents._tokens import estimate_prompt_tokens
 from sandcrew.errors import InfrastructureError
 from sandcrew.functions import function
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
@@ -320,7 +321,12 @@ async def test_every_request_carries_max_tokens_within_what_is_left(
     admin = model_agent("admin", token_meter=meter)
     await coder.generate_reply(TASK)
     await admin.generate_reply(TASK)
-    assert [r.body["max_tokens"] for r in scripted_model_server.requests] == [50, 30]
+    first, second = scripted_model_server.requests
+    # 30 tokens are left for the admin's request: its prompt (estimated) first, then the reply.
+    assert [first.body["max_tokens"], second.body["max_tokens"]] == [
+        50,
+        30 - estimate_prompt_tokens(second.body),
+    ]
     assert meter.spent.total_tokens == 100
     with pytest.raises(TokenBudgetExhaustedError, match="token budget of 100 is used up"):
         await coder.generate_reply(TASK)

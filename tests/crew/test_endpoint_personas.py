@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sandcrew.agents._tokens import estimate_prompt_tokens
 from sandcrew.testing import PERSONAS, ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, run_cli
 
@@ -121,20 +122,24 @@ def test_every_request_carries_max_tokens_within_the_budget(tmp_path: Path) -> N
         completed, summary, _ = solve(server, tmp_path, "--token-budget", str(budget))
 
     assert completed.returncode == 0, completed.stderr
-    caps = [request.body["max_tokens"] for request in model_calls(server)]
-    assert caps[0] == budget
+    calls = model_calls(server)
+    caps = [request.body["max_tokens"] for request in calls]
+    # The prompt is paid for first (estimated): the reply gets what is left after it.
+    assert caps[0] == budget - estimate_prompt_tokens(calls[0].body)
     assert all(later < earlier for earlier, later in itertools.pairwise(caps))
     assert summary["total_tokens"] <= budget
     assert summary["tokens_estimated"] is True
 
 
-def test_a_spent_budget_stops_before_the_next_request(tmp_path: Path) -> None:
-    # The coder's reply alone costs more than the budget: nothing else is asked.
+def test_a_budget_too_small_for_the_next_request_stops_before_sending_it(
+    tmp_path: Path,
+) -> None:
+    # The coder's prompt alone costs more than 60 tokens: no request is sent at all.
     server = ScriptedModelServer(PERSONAS["no-usage"].script(), require_all_used=False)
     with server:
         completed, summary, _ = solve(server, tmp_path, "--token-budget", "60")
 
     assert completed.returncode == 1
     assert summary["stop_reason"] == "token_budget"
-    assert [request.agent for request in model_calls(server)] == ["coder"]
-    assert model_calls(server)[0].body["max_tokens"] == 60
+    assert "no further request" in summary["stop_detail"]
+    assert model_calls(server) == []
