@@ -19,7 +19,13 @@ PIPED_WIDTH = 200
 
 
 def is_terminal(stream: TextIO | None) -> bool:
-    return stream is not None and stream.isatty()
+    """Whether ``stream`` is an open terminal (false for pipes, files and closed streams)."""
+    if stream is None:
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def console(*, stderr: bool = False) -> Console:

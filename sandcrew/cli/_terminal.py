@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from sandcrew.cli._output import is_terminal
+
 RESET_ATTRIBUTES = "\x1b[0m"
 """SGR 0: back to plain text, so that our own lines are never hidden or recoloured."""
 
@@ -31,14 +33,6 @@ _VISIBLE: dict[int, str] = {
 def visible_controls(text: str) -> str:
     """``text`` with its control characters (except newline and tab) made visible."""
     return text.replace("\r\n", "\n").translate(_VISIBLE)
-
-
-def is_terminal(stream: TextIO) -> bool:
-    """Whether ``stream`` is an open terminal (false for pipes, files and closed streams)."""
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 def write_untrusted(stream: TextIO, text: str) -> None:
