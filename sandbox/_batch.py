@@ -42,6 +42,7 @@ from ._reaper import reap_orphans
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
 from ._sandbox import DockerSandbox
 from ._streams import raw_connection, shutdown_connection
+from ._threads import finish_in_thread
 from ._uids import take_run_ids
 
 BATCH_LIFETIME_SECONDS = 3600.0
@@ -394,12 +395,8 @@ class BatchSandbox:
                 self._client = None
 
     async def aclose(self) -> None:
-        closing = asyncio.ensure_future(asyncio.to_thread(self.close))
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            await asyncio.wait({closing})
-            raise
+        """:meth:`close` without blocking the event loop; cancelling it still lets it finish."""
+        await finish_in_thread(self.close)
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -26,6 +26,7 @@ from ._languages import OPTIONAL_LANGUAGES, SUPPORTED_LANGUAGES, normalize_langu
 from ._lifecycle import ContainerSupply
 from ._result import ExecutionResult
 from ._supervisor import program_delivery
+from ._threads import finish_in_thread
 
 # A pooled container that ended before it read its program is replaced by
 # another; after this many, the run launches a container of its own.
@@ -97,12 +98,7 @@ class DockerSandbox:
 
     async def aclose(self) -> None:
         """:meth:`close` without blocking the event loop; cancelling it still lets it finish."""
-        closing = asyncio.ensure_future(asyncio.to_thread(self.close))
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            await asyncio.wait({closing})
-            raise
+        await finish_in_thread(self.close)
 
     async def __aenter__(self) -> Self:
         await self.start()
