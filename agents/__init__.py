@@ -6,87 +6,173 @@ Middleware order: ``agent.use(a).use(b)`` runs ``b`` first (outermost), then ``a
 agent — the last registered middleware runs first, as in AutoGen.NET.
 """
 
-from ..core import trim_middle as trim_text
-from ._agent import (
-    Agent,
-    BaseAgent,
-    DefaultReplyAgent,
-    GenerateReplyOptions,
-    Middleware,
-    MiddlewareAgent,
-    ToolChoice,
-    use,
-)
-from ._endpoint import DEFAULT_MODEL, ModelEndpoint
-from ._function_call import (
-    FunctionCallAttempt,
-    FunctionCallMiddleware,
-    FunctionCallRequiredError,
-)
-from ._graph import Condition, Graph, Transition
-from ._group_chat import ChatResult, ChatStream, GroupChat
-from ._human import (
-    HUMAN_INPUT_PROMPT,
-    AssistantAgent,
-    HumanInputMiddleware,
-    HumanInputMode,
-    UserProxyAgent,
-)
-from ._messages import (
-    CLEAR_MESSAGES,
-    TERMINATE,
-    AggregateMessage,
-    Message,
-    TextMessage,
-    ToolCall,
-    ToolCallMessage,
-    ToolCallResult,
-    ToolResultMessage,
-    Usage,
-    is_clear,
-    terminate_message,
-)
-from ._openai_agent import (
-    AGENT_HEADER,
-    EmptyReplyError,
-    EndpointTimeoutError,
-    ModelReplyError,
-    OpenAIChatAgent,
-    ToolsUnsupportedError,
-    spent_usage,
-)
-from ._orchestrators import (
-    AmbiguousWorkflowError,
-    OrchestrationContext,
-    Orchestrator,
-    RolePlayOrchestrator,
-    RoundRobinOrchestrator,
-    WorkflowOrchestrator,
-)
-from ._print import PrintMessageMiddleware, render_message
-from ._reasoning import strip_reasoning
-from ._stop_policy import (
-    COMPLETE_SIGNAL,
-    ChatState,
-    FinalAnswer,
-    Stop,
-    StopPolicy,
-    StopReason,
-    StopRule,
-    UnsignalledCompletion,
-    final_answer,
-    is_solved,
-    is_terminate,
-    read_completion,
-)
-from ._tokens import (
-    CHARS_PER_TOKEN,
-    TokenBudgetExhaustedError,
-    TokenMeter,
-    estimate_tokens,
-)
-from ._trim import TrimContextMiddleware
-from ._two_agent import GroupChatManager, initiate_chat, send
+import typing
+
+# Type checkers read the imports; at run time each name loads on first use, so a
+# program pays only for the modules it touches.
+if typing.TYPE_CHECKING:
+    from ..core import trim_middle as trim_text
+    from ._agent import (
+        Agent,
+        BaseAgent,
+        DefaultReplyAgent,
+        GenerateReplyOptions,
+        Middleware,
+        MiddlewareAgent,
+        ToolChoice,
+        use,
+    )
+    from ._endpoint import DEFAULT_MODEL, ModelEndpoint
+    from ._function_call import (
+        FunctionCallAttempt,
+        FunctionCallMiddleware,
+        FunctionCallRequiredError,
+    )
+    from ._graph import Condition, Graph, Transition
+    from ._group_chat import ChatResult, ChatStream, GroupChat
+    from ._human import (
+        HUMAN_INPUT_PROMPT,
+        AssistantAgent,
+        HumanInputMiddleware,
+        HumanInputMode,
+        UserProxyAgent,
+    )
+    from ._messages import (
+        CLEAR_MESSAGES,
+        TERMINATE,
+        AggregateMessage,
+        Message,
+        TextMessage,
+        ToolCall,
+        ToolCallMessage,
+        ToolCallResult,
+        ToolResultMessage,
+        Usage,
+        is_clear,
+        terminate_message,
+    )
+    from ._openai_agent import (
+        AGENT_HEADER,
+        EmptyReplyError,
+        EndpointTimeoutError,
+        ModelReplyError,
+        OpenAIChatAgent,
+        ToolsUnsupportedError,
+        spent_usage,
+    )
+    from ._orchestrators import (
+        AmbiguousWorkflowError,
+        OrchestrationContext,
+        Orchestrator,
+        RolePlayOrchestrator,
+        RoundRobinOrchestrator,
+        WorkflowOrchestrator,
+    )
+    from ._print import PrintMessageMiddleware, render_message
+    from ._reasoning import strip_reasoning
+    from ._stop_policy import (
+        COMPLETE_SIGNAL,
+        ChatState,
+        FinalAnswer,
+        Stop,
+        StopPolicy,
+        StopReason,
+        StopRule,
+        UnsignalledCompletion,
+        final_answer,
+        is_solved,
+        is_terminate,
+        read_completion,
+    )
+    from ._tokens import (
+        CHARS_PER_TOKEN,
+        TokenBudgetExhaustedError,
+        TokenMeter,
+        estimate_tokens,
+    )
+    from ._trim import TrimContextMiddleware
+    from ._two_agent import GroupChatManager, initiate_chat, send
+else:
+    from ..core import lazy_exports as _lazy_exports
+
+    __getattr__, __dir__ = _lazy_exports(
+        __name__,
+        {
+            "trim_text": "..core:trim_middle",
+            "Agent": "._agent",
+            "BaseAgent": "._agent",
+            "DefaultReplyAgent": "._agent",
+            "GenerateReplyOptions": "._agent",
+            "Middleware": "._agent",
+            "MiddlewareAgent": "._agent",
+            "ToolChoice": "._agent",
+            "use": "._agent",
+            "DEFAULT_MODEL": "._endpoint",
+            "ModelEndpoint": "._endpoint",
+            "FunctionCallAttempt": "._function_call",
+            "FunctionCallMiddleware": "._function_call",
+            "FunctionCallRequiredError": "._function_call",
+            "Condition": "._graph",
+            "Graph": "._graph",
+            "Transition": "._graph",
+            "ChatResult": "._group_chat",
+            "ChatStream": "._group_chat",
+            "GroupChat": "._group_chat",
+            "HUMAN_INPUT_PROMPT": "._human",
+            "AssistantAgent": "._human",
+            "HumanInputMiddleware": "._human",
+            "HumanInputMode": "._human",
+            "UserProxyAgent": "._human",
+            "CLEAR_MESSAGES": "._messages",
+            "TERMINATE": "._messages",
+            "AggregateMessage": "._messages",
+            "Message": "._messages",
+            "TextMessage": "._messages",
+            "ToolCall": "._messages",
+            "ToolCallMessage": "._messages",
+            "ToolCallResult": "._messages",
+            "ToolResultMessage": "._messages",
+            "Usage": "._messages",
+            "is_clear": "._messages",
+            "terminate_message": "._messages",
+            "AGENT_HEADER": "._openai_agent",
+            "EmptyReplyError": "._openai_agent",
+            "EndpointTimeoutError": "._openai_agent",
+            "ModelReplyError": "._openai_agent",
+            "OpenAIChatAgent": "._openai_agent",
+            "ToolsUnsupportedError": "._openai_agent",
+            "spent_usage": "._openai_agent",
+            "AmbiguousWorkflowError": "._orchestrators",
+            "OrchestrationContext": "._orchestrators",
+            "Orchestrator": "._orchestrators",
+            "RolePlayOrchestrator": "._orchestrators",
+            "RoundRobinOrchestrator": "._orchestrators",
+            "WorkflowOrchestrator": "._orchestrators",
+            "PrintMessageMiddleware": "._print",
+            "render_message": "._print",
+            "strip_reasoning": "._reasoning",
+            "COMPLETE_SIGNAL": "._stop_policy",
+            "ChatState": "._stop_policy",
+            "FinalAnswer": "._stop_policy",
+            "Stop": "._stop_policy",
+            "StopPolicy": "._stop_policy",
+            "StopReason": "._stop_policy",
+            "StopRule": "._stop_policy",
+            "UnsignalledCompletion": "._stop_policy",
+            "final_answer": "._stop_policy",
+            "is_solved": "._stop_policy",
+            "is_terminate": "._stop_policy",
+            "read_completion": "._stop_policy",
+            "CHARS_PER_TOKEN": "._tokens",
+            "TokenBudgetExhaustedError": "._tokens",
+            "TokenMeter": "._tokens",
+            "estimate_tokens": "._tokens",
+            "TrimContextMiddleware": "._trim",
+            "GroupChatManager": "._two_agent",
+            "initiate_chat": "._two_agent",
+            "send": "._two_agent",
+        },
+    )
 
 __all__ = [
     "AGENT_HEADER",

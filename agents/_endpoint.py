@@ -7,9 +7,8 @@ policy is decided here once.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import openai
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -22,6 +21,9 @@ from pydantic import (
 )
 
 from ..core import ConfigurationError, describe_invalid_value
+
+if TYPE_CHECKING:
+    import openai
 
 DEFAULT_MODEL = "gpt-4o-mini"
 NO_KEY_PLACEHOLDER = "sandcrew-no-key"
@@ -97,6 +99,9 @@ class ModelEndpoint(BaseModel):
 
     def client(self, **overrides: Any) -> openai.AsyncOpenAI:
         """A new client for this endpoint (``overrides`` replace fields, e.g. ``retries=0``)."""
+        # Here, not at the top: settings are read by commands that never talk to a model.
+        import openai
+
         endpoint = self.model_validate({**self.model_dump(), **overrides}) if overrides else self
         # Unconfigured, the client still finds OPENAI_API_KEY / OPENAI_BASE_URL itself.
         api_key = endpoint.api_key_value() if endpoint.configured else None

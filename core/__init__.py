@@ -1,4 +1,5 @@
-"""The shared core of sandcrew's libraries: the error hierarchy and text helpers.
+"""The shared core of sandcrew's libraries: the error hierarchy, text helpers and
+lazily loaded exports.
 
 ``sandcrew.functions``, ``sandcrew.sandbox`` and ``sandcrew.agents`` build on this
 package and on nothing else of sandcrew's; it depends on nothing but the standard
@@ -13,6 +14,7 @@ from ._errors import (
     SandcrewError,
     UserError,
 )
+from ._lazy import lazy_exports
 from ._text import describe_invalid_value, trim_middle
 
 __all__ = [
@@ -23,5 +25,6 @@ __all__ = [
     "SandcrewError",
     "UserError",
     "describe_invalid_value",
+    "lazy_exports",
     "trim_middle",
 ]

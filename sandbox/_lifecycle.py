@@ -4,8 +4,8 @@
 (the run path is the other half): it connects to the engine, removes orphans
 once, keeps the pools, hands out started containers, removes used ones in the
 background and, at :meth:`ContainerSupply.close` or interpreter exit, waits for
-every removal. :func:`treat_sigterm_as_interrupt` makes a SIGTERM end a process
-the way Ctrl-C does, so its containers are removed too.
+every removal (:func:`~._signals.treat_sigterm_as_interrupt` makes a SIGTERM end a
+process the way Ctrl-C does, so that happens then too).
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ import atexit
 import contextlib
 import os
 import secrets
-import signal
 import threading
 import time
 from functools import partial
-from types import FrameType
 
 import docker
 
@@ -192,27 +190,3 @@ class ContainerSupply:
             return  # a forked child: the pools are its parent's
         with contextlib.suppress(SandboxError):
             self.close()
-
-
-def treat_sigterm_as_interrupt() -> None:
-    """From now on, SIGTERM does what SIGINT (Ctrl-C) does in this process.
-
-    With the default disposition a SIGTERM ends the process at once: no
-    ``finally``, no atexit, so a running container would stay until a reaper
-    or its watchdog ends it. Handled like SIGINT, a run is cancelled and its
-    container removed. Only from the main thread (where Python handles
-    signals); a SIGTERM handler set by the application is kept.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def on_sigterm(number: int, frame: FrameType | None) -> None:
-        interrupt = signal.getsignal(signal.SIGINT)
-        if callable(interrupt):
-            interrupt(signal.SIGINT, frame)
-        else:
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)

@@ -1,6 +1,7 @@
 """The ``sandcrew`` command line.
 
-Each command is a module-level function in its own module; :mod:`._registry` lists them,
+Each command is a module-level function in its own module; :mod:`._registry` lists them
+and imports only the one that runs,
 :mod:`._options` maps options to settings, :mod:`._exit_codes` holds the exit-code table,
 and :mod:`._errors` turns every failure into one line and one code of that table.
 """
@@ -13,10 +14,12 @@ from typing import Annotated
 import typer
 
 import sandcrew
-from sandcrew.cli import _output, _registry
+from sandcrew.cli import _output
+from sandcrew.cli._registry import CommandGroup
 
 app = typer.Typer(
     name="sandcrew",
+    cls=CommandGroup,
     help="Write, review and safely run code with a crew of agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -51,9 +54,6 @@ def _root(
     ] = False,
 ) -> None:
     """Write, review and safely run code with a crew of agents."""
-
-
-_registry.register_all(app)
 
 
 def main() -> None:

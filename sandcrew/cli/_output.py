@@ -10,9 +10,10 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PIPED_WIDTH = 200
 """Width tables and panels get when not on a terminal (COLUMNS overrides it)."""
@@ -30,6 +31,8 @@ def is_terminal(stream: TextIO | None) -> bool:
 
 def console(*, stderr: bool = False) -> Console:
     """A console for stdout (or stderr) that does not hard-wrap when piped."""
+    from rich.console import Console  # only commands that print through rich pay for it
+
     stream = sys.stderr if stderr else sys.stdout
     if is_terminal(stream):
         return Console(stderr=stderr)

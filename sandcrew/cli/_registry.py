@@ -1,30 +1,133 @@
-"""Which commands make up the CLI (one line each); each is a module-level function."""
+"""Which commands make up the CLI (one line each), each imported only when it is used.
+
+A command's module brings what it needs (the model client, the crew, Docker's SDK);
+importing every one of them for each call would make ``sandcrew version`` pay for them
+all. ``sandcrew --help`` lists the commands from the summaries here, which equal the
+commands' own first help lines (a test holds them together).
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 import typer
+import typer.main
+from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    from typer._click import Command, Context, HelpFormatter
 
 
-def register_all(app: typer.Typer) -> None:
-    """Attach every command and command group to ``app``."""
-    from sandcrew.cli import (
-        doctor,
-        images,
-        mcp_server,
-        run,
-        sandbox,
-        solve,
-        suite,
-        transcript,
-        version,
-    )
+@dataclass(frozen=True)
+class CommandEntry:
+    """One command of ``sandcrew``: where it lives and what ``sandcrew --help`` says of it."""
 
-    app.command()(solve.solve)
-    app.command()(run.run)
-    app.add_typer(suite.suite_app, name="suite")
-    app.command()(transcript.transcript)
-    app.add_typer(images.images_app, name="images")
-    app.add_typer(sandbox.sandbox_app, name="sandbox")
-    app.command()(doctor.doctor)
-    app.command("mcp")(mcp_server.mcp)
-    app.command()(version.version)
+    name: str
+    module: str
+    attribute: str
+    """A command function, or a ``typer.Typer`` holding a group of subcommands."""
+    summary: str
+
+
+COMMANDS = (
+    CommandEntry("solve", "sandcrew.cli.solve", "solve", "Solve TASK with the crew."),
+    CommandEntry(
+        "run",
+        "sandcrew.cli.run",
+        "run",
+        "Run FILE (or stdin) in a new hardened container and print what it printed.",
+    ),
+    CommandEntry(
+        "transcript",
+        "sandcrew.cli.transcript",
+        "transcript",
+        "Render a solve transcript as a self-contained HTML page.",
+    ),
+    CommandEntry(
+        "doctor",
+        "sandcrew.cli.doctor",
+        "doctor",
+        "Check Python, the settings, the model endpoint, Docker, runtimes, images and the "
+        "sandbox's security in a real container.",
+    ),
+    CommandEntry(
+        "mcp",
+        "sandcrew.cli.mcp_server",
+        "mcp",
+        "Serve run_code, list_languages (and solve, when a model is configured) over MCP.",
+    ),
+    CommandEntry(
+        "version", "sandcrew.cli.version", "version", "Print the installed sandcrew version."
+    ),
+    CommandEntry(
+        "suite",
+        "sandcrew.cli.suite",
+        "suite_app",
+        "Run regression suites of coding tasks in throwaway containers.",
+    ),
+    CommandEntry(
+        "images", "sandcrew.cli.images", "images_app", "Build and list the sandbox images."
+    ),
+    CommandEntry("sandbox", "sandcrew.cli.sandbox", "sandbox_app", "Manage sandbox containers."),
+)
+
+
+def load_command(entry: CommandEntry) -> Command:
+    """Import ``entry``'s module and build its command as ``app.command()`` would."""
+    target = getattr(importlib.import_module(entry.module), entry.attribute)
+    holder = typer.Typer(rich_markup_mode=None, add_completion=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=entry.name)
+    else:
+        holder.command(entry.name)(target)
+    return typer.main.get_group(holder).commands[entry.name]
+
+
+class _CommandsOnDemand(MutableMapping[str, "Command"]):
+    """Every command's name; a command itself is built the first time it is looked up."""
+
+    def __init__(self, entries: tuple[CommandEntry, ...]) -> None:
+        self._entries = {entry.name: entry for entry in entries}
+        self._loaded: dict[str, Command] = {}
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._loaded:
+            self._loaded[name] = load_command(self._entries[name])
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._entries.pop(name, None)
+        self._loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._entries, **self._loaded})
+
+    def __len__(self) -> int:
+        return len({**self._entries, **self._loaded})
+
+
+class CommandGroup(TyperGroup):
+    """The ``sandcrew`` group: commands listed by name, imported on dispatch."""
+
+    def __init__(self, **attributes: Any) -> None:
+        super().__init__(**attributes)
+        self.commands = _CommandsOnDemand(COMMANDS)
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        # From the summaries: listing the commands must not import them.
+        limit = formatter.width - 6 - max(len(entry.name) for entry in COMMANDS)
+        rows = [
+            (entry.name, TyperCommand(entry.name, help=entry.summary).get_short_help_str(limit))
+            for entry in COMMANDS
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
