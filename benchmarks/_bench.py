@@ -61,6 +61,8 @@ class Contender:
     latency_only: bool = False
     """Meaningful one run at a time only (e.g. runs spaced out on purpose)."""
     """Seconds per run: latency measures it with fewer runs, throughput skips it."""
+    expected_output: str = EXPECTED_OUTPUT
+    """What each run must print (stripped); anything else counts as a failed run."""
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Measurement:
     """Why it did not run at all (not installed, not available here)."""
     crash: str | None = None
     """An exception outside the runs themselves (setup or teardown), shown under the table."""
+    expected_output: str = EXPECTED_OUTPUT
 
     @property
     def runs(self) -> int:
@@ -100,7 +103,7 @@ class Measurement:
         self.durations.append(seconds)
         if isinstance(output, BaseException):
             problem = f"{type(output).__name__}: {output}"
-        elif output.strip() != EXPECTED_OUTPUT:
+        elif output.strip() != self.expected_output:
             problem = f"printed {output[:200]!r}"
         else:
             return
@@ -160,7 +163,7 @@ async def _opened(
 
 async def measure_latency(contender: Contender, *, runs: int, warmup: int) -> Measurement:
     """Run one at a time: ``warmup`` unrecorded runs, then ``runs`` timed ones."""
-    result = Measurement(contender.name, contender.note)
+    result = Measurement(contender.name, contender.note, expected_output=contender.expected_output)
 
     async def body(run: Run) -> None:
         for _ in range(warmup):
@@ -176,7 +179,7 @@ async def measure_latency(contender: Contender, *, runs: int, warmup: int) -> Me
 
 async def measure_throughput(contender: Contender, *, runs: int, concurrency: int) -> Measurement:
     """Keep ``concurrency`` runs in flight until ``runs`` are done; wall time for all of them."""
-    result = Measurement(contender.name, contender.note)
+    result = Measurement(contender.name, contender.note, expected_output=contender.expected_output)
 
     async def body(run: Run) -> None:
         with ThreadPoolExecutor(max_workers=concurrency) as executor:

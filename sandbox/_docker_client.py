@@ -108,9 +108,8 @@ def connect(
                 timeout=_whole_seconds(timeout),
                 max_pool_size=_CONNECTION_POOL_SIZE,
             )
-        # The client asks the engine for its API version on construction; ping
-        # anyway so that a half-open endpoint fails here, not in the first run.
-        client.ping()
+        # Construction asks the engine for its API version (GET /version), so an engine
+        # that does not answer fails here, not in the first run; no ping needed on top.
     except (docker.errors.DockerException, OSError) as exc:
         failure = DockerUnavailableError(_describe(endpoint), root_cause(exc))
     else:
