@@ -10,9 +10,12 @@ then ``--runs`` timed ones; the table shows median, p90 and the ratio to
 failed and shown. Nothing is asserted.
 
 Run it with the interpreter of the environment sandcrew is installed in, from the
-repository root (``--sandcrew PATH`` times another installation, e.g. an older one)::
+repository root. ``--sandcrew PATH`` times another installation instead; ``--before PATH``
+adds the sandcrew rows of a second installation (an older version, say) to the same run,
+so both meet the same machine load::
 
     .venv/bin/python benchmarks/cli.py --runs 20
+    .venv/bin/python benchmarks/cli.py --runs 20 --before ../old/.venv/bin/sandcrew
 """
 
 from __future__ import annotations
@@ -87,34 +90,44 @@ def process(
     return Contender(name, note, opened, expected_output=expected)
 
 
-def contenders(sandcrew: str, program: Path) -> list[Contender]:
+def sandcrew_paths(sandcrew: str, program: Path, *, label: str = "") -> list[Contender]:
+    """``--help``, ``version`` and ``run hello.py`` of one installation."""
     version = subprocess.run(
         [sandcrew, "version"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    in_image = ["python3", "-c", HELLO.strip()]
     return [
         process(
-            "python -c pass",
-            "the interpreter's own start: the floor of any Python CLI",
-            [sys.executable, "-c", "pass"],
-            "",
-            whole,
-        ),
-        process(
-            SANDCREW_HELP,
+            label + SANDCREW_HELP,
             "lists the commands without importing them",
             [sandcrew, "--help"],
             "Usage: sandcrew [OPTIONS] COMMAND [ARGS]...",
             first_line,
         ),
-        process("sandcrew version", "", [sandcrew, "version"], version or "?", whole),
+        process(label + "sandcrew version", "", [sandcrew, "version"], version or "?", whole),
         process(
-            SANDCREW_RUN,
+            label + SANDCREW_RUN,
             "a new hardened container, no network (sandcrew's default)",
             [sandcrew, "run", str(program)],
             "hello",
             whole,
         ),
+    ]
+
+
+def contenders(sandcrew: str, program: Path, before: str | None) -> list[Contender]:
+    in_image = ["python3", "-c", HELLO.strip()]
+    floor = process(
+        "python -c pass",
+        "the interpreter's own start: the floor of any Python CLI",
+        [sys.executable, "-c", "pass"],
+        "",
+        whole,
+    )
+    earlier = [] if before is None else sandcrew_paths(before, program, label="before: ")
+    return [
+        floor,
+        *earlier,
+        *sandcrew_paths(sandcrew, program),
         process(
             DOCKER_RUN,
             "the docker CLI, default network, no other hardening",
@@ -142,13 +155,20 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
         help="the sandcrew executable to time (default: next to this interpreter)",
     )
     parser.add_argument(
+        "--before",
+        metavar="PATH",
+        help="another sandcrew executable whose rows are added, marked before:",
+    )
+    parser.add_argument(
         "--only", action="append", default=[], help="keep paths whose name contains this"
     )
     arguments = parser.parse_args(argv)
     if arguments.runs < 1:
         parser.error("--runs must be >= 1")
-    if not Path(arguments.sandcrew).is_file():
-        parser.error(f"--sandcrew {arguments.sandcrew}: no such file")
+    for option in ("sandcrew", "before"):
+        path = getattr(arguments, option)
+        if path is not None and not Path(path).is_file():
+            parser.error(f"--{option} {path}: no such file")
     return arguments
 
 
@@ -187,7 +207,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as folder:
         program = Path(folder) / "hello.py"
         program.write_text(HELLO, encoding="utf-8")
-        paths = selected(contenders(arguments.sandcrew, program), arguments.only)
+        paths = selected(contenders(arguments.sandcrew, program, arguments.before), arguments.only)
         measurements = asyncio.run(measure_all(paths, arguments, console))
     title = f"CLI start · {date.today()} · {machine_facts()} · {arguments.sandcrew}"
     print_latency_table(console, measurements, reference=DOCKER_RUN, title=title)

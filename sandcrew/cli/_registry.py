@@ -19,6 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
     from typer._click import Command, Context, HelpFormatter
+    from typer.core import TyperOption
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,21 @@ COMMANDS = (
 )
 
 
+def _not_given_is_false(help_option: TyperOption | None) -> TyperOption | None:
+    # typer builds a pydantic validator for a flag whose value is None (not given), which
+    # imports pydantic: ~40% of `sandcrew version`. Not given, a flag is False.
+    if help_option is not None:
+        help_option.default = False
+    return help_option
+
+
+class _Command(TyperCommand):
+    """A command whose ``--help`` costs nothing until it is given."""
+
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
+        return _not_given_is_false(super().get_help_option(ctx))
+
+
 def load_command(entry: CommandEntry) -> Command:
     """Import ``entry``'s module and build its command as ``app.command()`` would."""
     target = getattr(importlib.import_module(entry.module), entry.attribute)
@@ -82,7 +98,7 @@ def load_command(entry: CommandEntry) -> Command:
     if isinstance(target, typer.Typer):
         holder.add_typer(target, name=entry.name)
     else:
-        holder.command(entry.name)(target)
+        holder.command(entry.name, cls=_Command)(target)
     return typer.main.get_group(holder).commands[entry.name]
 
 
@@ -118,6 +134,9 @@ class CommandGroup(TyperGroup):
     def __init__(self, **attributes: Any) -> None:
         super().__init__(**attributes)
         self.commands = _CommandsOnDemand(COMMANDS)
+
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
+        return _not_given_is_false(super().get_help_option(ctx))
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)

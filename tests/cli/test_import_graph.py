@@ -1,5 +1,6 @@
 """A command imports only what it needs: `--help` and `version` no model client, no Docker
-SDK, no crew; `run` the sandbox and not the model client, the crew, the doctor or a framework.
+SDK, no crew, not even pydantic; `run` the sandbox and not the model client, the crew, the
+doctor or a framework.
 
 The real command line runs in a child process that writes every module it imported
 (``sys.modules`` at exit) to a file.
@@ -60,6 +61,7 @@ NOT_FOR_HELP = (
     "docker",
     "requests",
     "rich",
+    "pydantic",
     "pydantic_settings",
     "sandcrew.settings",
     "sandcrew.sandbox._lifecycle",
