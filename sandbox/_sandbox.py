@@ -143,7 +143,7 @@ class DockerSandbox:
         """Run ``code`` in a new (or pre-started, never-used) container and return what it did.
 
         ``files`` maps names (relative, ``/``-separated) to bytes or host paths:
-        they are put into the work dir, mode 0444, before the program starts.
+        they are put into the work dir before the program starts, read-only to it.
         What the program leaves in ``out/`` of its work dir comes back as
         ``result.artifacts``.
 

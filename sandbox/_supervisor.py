@@ -8,11 +8,13 @@ waits on stdin for ``"<language> <size> <nonce> <watchdog> <files size>
 program and ``files size`` bytes of input files (see :func:`pack_files`),
 prints one acknowledgement byte on stdout,
 and forks a child that raises its own OOM score (so the kernel's OOM killer
-takes the program, not the supervisor), empties its capability bounding set,
-drops to the container's run uid (``setgroups([])``, ``setresgid``,
-``setresuid``), writes the program into the work dir (a tmpfs owned by that
-uid), unpacks the input files there (mode 0444, names checked again, links
-never followed), makes the empty ``out`` folder and execs the language's
+takes the program, not the supervisor), unpacks the input files into the work
+dir (a tmpfs owned by the run uid, opened to its group) while still root with
+the run's gid (so they are root's, mode 0444: the program can read them, and
+neither write them nor change their mode; names checked again, links never
+followed), empties its capability bounding set, drops to the container's run
+uid (``setgroups([])``, ``setresgid``, ``setresuid``), writes the program into
+the work dir, makes the empty ``out`` folder and execs the language's
 interpreter with stdin on ``/dev/null``.
 
 Why the exit status cannot be forged: the nonce arrives on stdin, never in argv
@@ -69,8 +71,8 @@ OUTPUT_FOLDER = "out"
 """The folder of the work dir whose files come back as artifacts."""
 
 # The supervisor's file helpers, outside the f-string below so braces stay plain.
-# Input files are unpacked by the child as the run uid before the program
-# starts; artifacts are collected by another child as the run uid after every
+# Input files are unpacked by the child, as root with the run's gid, before the
+# program starts; artifacts are collected by another child as the run uid after every
 # process of the program is gone, never following a link, regular files only.
 _FILE_HELPERS = r"""
 import errno, json, stat
@@ -295,6 +297,15 @@ def become_the_run_uid():
 def become_the_program():
     with open("/proc/self/oom_score_adj", "w") as handle:
         handle.write("1000")
+    # The work dir is the run uid's: as that uid for a moment (effective only, root stays
+    # the real and saved uid), it is opened to its group, the run's gid. Then, as root with
+    # that gid, the input files are written: they are root's, so the program can read them
+    # but neither write them nor change their mode.
+    os.setegid(gid)
+    os.seteuid(uid)
+    os.chmod(workdir, 0o770)
+    os.seteuid(0)
+    unpack_files(files)
     become_the_run_uid()
     path = os.path.join(workdir, filename)
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -305,7 +316,6 @@ def become_the_program():
         handle = os.open(support_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
         write_all(handle, text.encode())
         os.close(handle)
-    unpack_files(files)
     if artifact_count > 0:
         os.mkdir(os.path.join(workdir, OUTPUT_FOLDER), 0o700)
     null = os.open("/dev/null", os.O_RDONLY)

@@ -41,6 +41,29 @@ async def test_input_files_are_read_only_and_may_sit_in_folders(sandbox: DockerS
     assert result.artifacts == ()
 
 
+async def test_the_program_can_neither_chmod_nor_rewrite_an_input_file(
+    sandbox: DockerSandbox,
+) -> None:
+    program = (
+        "import os\n"
+        "for name in ('data.csv', 'sub/t.txt'):\n"
+        "    try:\n        os.chmod(name, 0o644)\n    except PermissionError:\n"
+        "        print('chmod refused')\n"
+        "    try:\n        open(name, 'w').write('changed')\n    except PermissionError:\n"
+        "        print('write refused')\n"
+        "    print(open(name).read(), oct(os.stat(name).st_mode & 0o777), os.stat(name).st_uid)\n"
+        "open('mine.txt', 'w').write('new')\n"
+        "print(open('mine.txt').read())\n"
+    )
+    result = await sandbox.run(program, files={"data.csv": b"a,b\n", "sub/t.txt": b"text"})
+
+    assert result.stdout == (
+        "chmod refused\nwrite refused\na,b\n 0o444 0\n"
+        "chmod refused\nwrite refused\ntext 0o444 0\n"
+        "new\n"
+    ), result.stderr
+
+
 async def test_links_fifos_and_odd_names_in_out_are_left_out(sandbox: DockerSandbox) -> None:
     program = (
         "import os\n"
