@@ -123,8 +123,15 @@ def load_input_files(
     return loaded
 
 
-def parse_artifacts(frame: bytes, *, received_all: bool) -> tuple[list[Artifact], bool, list[str]]:
-    """The artifacts, whether some were left out, and notes on skipped files."""
+def parse_artifacts(
+    frame: bytes, *, received_all: bool, cut: bool = False
+) -> tuple[list[Artifact], bool, list[str]]:
+    """The artifacts, whether some were left out, and notes on skipped files.
+
+    ``cut``: the container was killed while the frame was being sent.
+    """
+    if cut:
+        return [], True, ["the run was stopped while its files were being sent"]
     if not frame:
         return [], False, []
     if not received_all:

@@ -130,6 +130,28 @@ async def test_the_artifact_count_is_capped(docker_client: docker.DockerClient) 
     assert result.artifacts_truncated
 
 
+async def test_a_timed_out_run_still_returns_what_it_wrote_before_the_deadline(
+    docker_client: docker.DockerClient,
+) -> None:
+    program = (
+        "import time\n"
+        "with open('out/partial.txt', 'w') as handle:\n"
+        "    handle.write('rows 1-500 done')\n"
+        "print('written', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    async with DockerSandbox(SandboxConfig(timeout=2.0), docker_client=docker_client) as sandbox:
+        result = await sandbox.run(program)
+
+    assert result.timed_out, result
+    assert result.exit_code == 124
+    assert result.stdout == "written\n"
+    assert [(item.name, item.data) for item in result.artifacts] == [
+        ("partial.txt", b"rows 1-500 done")
+    ]
+    assert "out/partial.txt (15 bytes, text/plain)" in result.to_runner_message()
+
+
 async def test_a_program_cannot_forge_artifacts(sandbox: DockerSandbox) -> None:
     # Without the nonce, a frame-like line is plain output.
     program = "import sys\nsys.stdout.buffer.write(b'\\x1eAAAA:A5\\nhello')\n"
