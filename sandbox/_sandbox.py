@@ -22,6 +22,7 @@ from ._deadlines import run_limit
 from ._errors import CodeTooLargeError, EmptyCodeError, SandboxError, UnsupportedLanguageError
 from ._execution import execute, judge
 from ._files import load_input_files
+from ._images import image_packages
 from ._languages import OPTIONAL_LANGUAGES, SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import ContainerSupply
 from ._result import ExecutionResult
@@ -131,6 +132,22 @@ class DockerSandbox:
         except SandboxError:
             if exc is None:
                 raise
+
+    async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
+        """The Python packages the language's image adds to the standard library.
+
+        Read from the image's ``sandcrew.packages`` label (``sandcrew images build``
+        sets it): ``()`` for none, ``None`` when the image does not say or Docker
+        cannot be asked (the runs then report why).
+        """
+        image = self.config.images.get(normalize_language(language) or language)
+        if image is None:
+            return None
+        try:
+            await self.start()
+        except SandboxError:
+            return None
+        return await asyncio.to_thread(image_packages, self.client, image)
 
     async def run(
         self,
