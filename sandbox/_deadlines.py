@@ -4,8 +4,11 @@ A run has four clocks, all derived here from the run's time limit and the
 sandbox settings:
 
 - the **run limit**: the program's wall-clock seconds, counted from the moment
-  the supervisor acknowledges the program (:func:`run_limit`); the host kills
-  the container then. Before the acknowledgement the supervisor's own start-up
+  the supervisor acknowledges the program (:func:`run_limit`); the supervisor
+  kills the program then, collects what it left in ``out/`` (for at most
+  :data:`ARTIFACT_COLLECTION_SECONDS`) and reports the timeout. The host kills
+  the container :data:`END_OF_RUN_ALLOWANCE` later if the supervisor has not
+  reported by then. Before the acknowledgement the supervisor's own start-up
   gets :data:`SUPERVISOR_START_ALLOWANCE` on top;
 - the **watchdog**: the in-container supervisor ends the container this much
   later (:data:`WATCHDOG_GRACE`), so a crashed or hung host leaves it running
@@ -26,6 +29,13 @@ from __future__ import annotations
 import math
 
 from ..core import ConfigurationError
+
+ARTIFACT_COLLECTION_SECONDS = 2.0
+"""Seconds the supervisor spends at most on collecting ``out/`` once the program ended."""
+
+END_OF_RUN_ALLOWANCE = 3.0
+"""Seconds past the run limit the host gives the supervisor to end the program, collect
+its artifacts and report, before the host kills the container itself."""
 
 WATCHDOG_GRACE = 5.0
 """Seconds past the run limit after which the container's supervisor ends the container."""

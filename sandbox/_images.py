@@ -36,6 +36,10 @@ OFFLINE_SUITE = "bookworm"
 OFFLINE_BASE_IMAGE = f"sandcrew/debian-base:{OFFLINE_SUITE}"
 PUBLIC_BASE_IMAGE = "python:3.11-slim-bookworm"
 
+PACKAGES_LABEL = "sandcrew.packages"
+"""Image label listing the Python packages the image adds to the standard library,
+``"numpy 1.26.4, pandas 2.2.3"`` (empty: none). Set when the image is built."""
+
 DEFAULT_IMAGES: dict[str, str] = {
     "python": PYTHON_IMAGE,
     "bash": PYTHON_IMAGE,
@@ -83,6 +87,14 @@ class ImageSpec:
     """Another spec's name: its image is the base (built first when missing)."""
     wheels: tuple[str, ...] = ()
     """Python requirements whose wheels pip downloads on the host into the build context."""
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels the build adds: the Python packages installed, as pinned here."""
+        below = next((spec for spec in IMAGE_SPECS if spec.name == self.builds_on), None)
+        requirements = (below.wheels if below is not None else ()) + self.wheels
+        listed = ", ".join(requirement.replace("==", " ") for requirement in requirements)
+        return {PACKAGES_LABEL: listed}
 
 
 IMAGE_SPECS: tuple[ImageSpec, ...] = (
@@ -135,6 +147,8 @@ class ImageStatus:
     created: str | None
     optional: bool = False
     """Not built by the plain ``sandcrew images build``; only its language needs it."""
+    packages: tuple[str, ...] | None = None
+    """The Python packages it adds to the standard library; ``None``: it does not say."""
 
     @property
     def build_command(self) -> str:
@@ -164,9 +178,34 @@ def list_images(client: docker.DockerClient) -> list[ImageStatus]:
                 int(attrs.get("Size", 0)),
                 str(attrs.get("Created", "")),
                 not spec.default,
+                _packages_of(attrs),
             )
         )
     return statuses
+
+
+def image_packages(client: docker.DockerClient, tag: str) -> tuple[str, ...] | None:
+    """The Python packages image ``tag`` adds to the standard library, from its label.
+
+    ``()``: none; ``None``: the image does not say (built without the label, or a
+    custom image), or it cannot be inspected (missing: its runs will say so).
+    """
+    import docker.errors
+
+    try:
+        image = client.images.get(tag)
+    except (docker.errors.DockerException, OSError):
+        return None
+    attrs: dict[str, Any] = image.attrs
+    return _packages_of(attrs)
+
+
+def _packages_of(attrs: dict[str, Any]) -> tuple[str, ...] | None:
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    listed = labels.get(PACKAGES_LABEL)
+    if not isinstance(listed, str):
+        return None
+    return tuple(package.strip() for package in listed.split(",") if package.strip())
 
 
 def build_images(
@@ -272,6 +311,7 @@ def _build_dockerfile(
                 path=str(context),
                 tag=spec.tag,
                 buildargs={"BASE_IMAGE": base_image},
+                labels=spec.labels,
                 rm=True,
                 forcerm=True,
                 pull=False,

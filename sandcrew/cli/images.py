@@ -74,11 +74,18 @@ def list_(as_json: options.Json = False) -> None:
     if as_json:
         _output.print_json({"images": _output.as_dicts(list_images(client))})
         return
-    table = Table("image", "status", "size", "created")
+    table = Table("image", "status", "size", "created", "Python packages")
     table.columns[0].no_wrap = True
     for image in list_images(client):
         size = f"{image.size_bytes / 1e6:.0f} MB" if image.size_bytes else ""
         status = "[green]built[/]" if image.present else f"[red]missing[/]: {image.build_command}"
         created = (image.created or "")[:16].replace("T", " ")
-        table.add_row(image.tag, status, size, created)
+        table.add_row(image.tag, status, size, created, _packages(image.packages))
     _output.console().print(table)
+
+
+def _packages(packages: tuple[str, ...] | None) -> str:
+    """What the image's label says it adds to Python's standard library (blank: it does not say)."""
+    if packages is None:
+        return ""
+    return ", ".join(packages) if packages else "standard library only"

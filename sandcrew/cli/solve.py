@@ -140,7 +140,12 @@ def solve(
     if html is not None:
         from sandcrew.transcript_page import write_transcript_page
 
-        write_transcript_page(recorder.records, html)
+        written = {
+            (number, artifact.name): artifact.data
+            for number, run in enumerate(result.runs)
+            for artifact in run.artifacts
+        }
+        write_transcript_page(recorder.records, html, artifact_bytes=written)
     if as_json:
         typer.echo(json.dumps(result_summary(result), indent=2))
     else:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -11,7 +14,13 @@ import pytest
 
 from sandcrew.cli.doctor import security_checks
 from sandcrew.sandbox import DEFAULT_IMAGES, BaseSource, build_images
-from sandcrew.sandbox._images import OFFLINE_BASE_IMAGE, configured_debian_mirror
+from sandcrew.sandbox._images import (
+    IMAGE_SPECS,
+    OFFLINE_BASE_IMAGE,
+    _build_dockerfile,
+    configured_debian_mirror,
+    image_packages,
+)
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.process import run_cli
 
@@ -116,6 +125,49 @@ def test_images_build_reuses_the_offline_base(docker_client: docker.DockerClient
     assert any(f"building {IMAGE} from {OFFLINE_BASE_IMAGE}" in line for line in lines)
     output = docker_client.containers.run(IMAGE, ["python3", "-c", "print(1)"], remove=True)
     assert output == b"1\n"
+
+
+@pytest.mark.docker
+def test_a_built_image_says_which_python_packages_it_has(
+    docker_client: docker.DockerClient,
+) -> None:
+    # The python image's build under a tag of its own (its layers come from the cache),
+    # so the shared image stays as it is.
+    [spec] = [spec for spec in IMAGE_SPECS if spec.name == "python"]
+    tag = f"sandcrew-test/python-labelled:{uuid.uuid4().hex[:12]}"
+    docker_client.images.get(OFFLINE_BASE_IMAGE)
+    try:
+        _build_dockerfile(
+            docker_client, dataclasses.replace(spec, tag=tag), OFFLINE_BASE_IMAGE, lambda _: None
+        )
+        assert image_packages(docker_client, tag) == ()
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+    # An image built without the label does not say; the data image lists its pins.
+    assert image_packages(docker_client, "sandcrew-test/never-built:none") is None
+    [data] = [spec for spec in IMAGE_SPECS if spec.name == "python-data"]
+    assert data.labels == {
+        "sandcrew.packages": "numpy 1.26.4, pandas 2.2.3, matplotlib 3.9.2, scipy 1.14.1"
+    }
+
+
+@pytest.mark.docker
+def test_images_list_has_a_packages_column() -> None:
+    completed = run_cli("images", "list", "--json")
+
+    assert completed.returncode == 0, completed.stderr
+    images = {image["name"]: image for image in json.loads(completed.stdout)["images"]}
+    # Built before the label existed, the shared images may not say (null); when they do,
+    # it is what their build pinned.
+    for name in ("python", "python-data"):
+        assert images[name]["packages"] in (None, list(_expected_packages(name)))
+
+
+def _expected_packages(name: str) -> tuple[str, ...]:
+    [spec] = [spec for spec in IMAGE_SPECS if spec.name == name]
+    listed = spec.labels["sandcrew.packages"]
+    return tuple(listed.split(", ")) if listed else ()
 
 
 @pytest.mark.parametrize(
