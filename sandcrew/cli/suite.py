@@ -157,6 +157,9 @@ def run(
         check_before_solving(settings)
     else:
         check_sandbox_image(settings.sandbox, "python")
+    run_model = settings.endpoint.model if solver is SolverName.CREW else None
+    if previous is not None:
+        _warn_on_baseline_differences(previous, baseline, run_model)
     sandbox_config = settings.sandbox
     task_executor = _make_executor(executor, address, isolation.value)
 
@@ -164,8 +167,8 @@ def run(
     final, interrupted = _run_with_progress(
         selected, chosen_solver, task_executor, concurrency, sandbox_config
     )
-    if solver is SolverName.CREW:
-        final = final.model_copy(update={"model": settings.endpoint.model})
+    if run_model is not None:
+        final = final.model_copy(update={"model": run_model})
     comparison = None
     if previous is not None:
         from sandcrew.suites import compare_with_baseline
@@ -236,6 +239,23 @@ def list_suites(as_json: options.Json = False) -> None:
 
 
 suite_app.command("evaluate")(suite_evaluate.evaluate)
+
+
+def _warn_on_baseline_differences(
+    previous: SuiteReport, baseline: Path | None, model: str | None
+) -> None:
+    """One stderr line when the baseline ran another model or sandcrew: verdicts may differ."""
+    import sandcrew
+    from sandcrew.suites import baseline_differences
+
+    differences = baseline_differences(previous, model=model, sandcrew_version=sandcrew.__version__)
+    if differences:
+        _output.console(stderr=True).print(
+            f"warning: --baseline {baseline} was run with {' and '.join(differences)}; "
+            "a change in verdicts may come from that",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _make_executor(name: ExecutorName, address: str | None, isolation: Isolation) -> TaskExecutor:
