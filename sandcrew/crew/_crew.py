@@ -18,6 +18,7 @@ from sandcrew.agents import (
     GroupChat,
     Message,
     MiddlewareAgent,
+    ModelCallWatcher,
     OpenAIChatAgent,
     StopReason,
     TextMessage,
@@ -89,8 +90,11 @@ class Crew:
         client: openai.AsyncOpenAI | None = None,
         files: Mapping[str, bytes] | None = None,
         output_files: bool = False,
+        watcher: ModelCallWatcher | None = None,
     ) -> None:
         self.settings = settings
+        self.watcher = watcher
+        """Told when each model call starts and ends (``sandcrew solve`` shows who it waits for)."""
         self.files = dict(files or {})
         """Input files every run receives; the task tells the crew about them."""
         self._output_files = output_files
@@ -143,6 +147,7 @@ class Crew:
             temperature=temperature,
             client=self.client,
             token_meter=self.token_meter,
+            watcher=self.watcher,
         )
         return agent.use(self._context_fit(prompt))
 
@@ -175,6 +180,7 @@ class Crew:
                 model=self.settings.model_for("admin"),
                 client=self.client,
                 token_meter=self.token_meter,
+                watcher=self.watcher,
             ).use(self._context_fit(""))
         chat = GroupChat(
             members,
@@ -274,17 +280,21 @@ async def solve_task(
     on_message: OnMessage | None = None,
     files: Mapping[str, bytes] | None = None,
     output_files: bool = False,
+    watcher: ModelCallWatcher | None = None,
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given.
 
     ``files`` go into every run's work dir; with ``output_files`` the task also
-    tells the crew that files written into ``out/`` are returned.
+    tells the crew that files written into ``out/`` are returned. ``watcher`` is told
+    when each model call starts and ends.
     """
     if sandbox is not None:
-        async with Crew(settings, sandbox, files=files, output_files=output_files) as crew:
+        async with Crew(
+            settings, sandbox, files=files, output_files=output_files, watcher=watcher
+        ) as crew:
             return await crew.solve(task, on_message=on_message)
     async with (
         DockerSandbox(settings.sandbox) as owned,
-        Crew(settings, owned, files=files, output_files=output_files) as crew,
+        Crew(settings, owned, files=files, output_files=output_files, watcher=watcher) as crew,
     ):
         return await crew.solve(task, on_message=on_message)

@@ -133,6 +133,9 @@ def test_solve_runner_panel_and_answer_show_controls(tmp_path: Path) -> None:
 
     assert returncode == 0, plain(screen)
     assert_nothing_obeyed(screen)
+    # While the coder's model call is in flight a status line says so; the reply erases it.
+    waiting = screen.index("waiting for coder (model scripted)…".encode())
+    assert b"\x1b[2K" in screen[waiting : screen.index(b"Message from coder", waiting)]
     text = plain(screen)
     assert "Message from runner" in text
     assert "answer: The 39th Fibonacci number is 42 ^[]52;c;cm0gLXJmIH4=^G^[[8m." in text
