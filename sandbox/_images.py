@@ -9,6 +9,7 @@ filesystem is made with ``debootstrap`` from the Debian mirror configured in
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import re
@@ -22,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import ErrorCode, InfrastructureError
+from ..core import ConfigurationError, ErrorCode, InfrastructureError
 
 if TYPE_CHECKING:
     import docker
@@ -175,14 +176,23 @@ def build_images(
     base: BaseSource = BaseSource.AUTO,
     rebuild_base: bool = False,
     names: tuple[str, ...] | None = None,
+    tag: str | None = None,
     on_progress: Progress = lambda line: None,
 ) -> list[str]:
-    """Build the sandbox images (the default ones, or those in ``names``); return their tags."""
+    """Build the sandbox images (the default ones, or those in ``names``); return their tags.
+
+    ``tag`` builds the one image in ``names`` under that tag instead of its own (a variant
+    to try out or to push elsewhere; an image it builds on keeps its own tag).
+    """
     specs = [spec for spec in IMAGE_SPECS if (spec.name in names if names else spec.default)]
     unknown = set(names or ()) - {spec.name for spec in IMAGE_SPECS}
     if unknown:
         known = ", ".join(spec.name for spec in IMAGE_SPECS)
         raise ImageBuildError(f"unknown image {sorted(unknown)}; known images: {known}")
+    if tag is not None:
+        if names is None or len(set(names)) != 1:
+            raise ConfigurationError("a tag applies to exactly one image; name one, e.g. python")
+        specs = [dataclasses.replace(specs[0], tag=tag)]
     built: list[str] = []
     for spec in specs:
         if spec.builds_on is not None:

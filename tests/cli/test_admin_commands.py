@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -116,6 +118,39 @@ def test_images_build_reuses_the_offline_base(docker_client: docker.DockerClient
     assert any(f"building {IMAGE} from {OFFLINE_BASE_IMAGE}" in line for line in lines)
     output = docker_client.containers.run(IMAGE, ["python3", "-c", "print(1)"], remove=True)
     assert output == b"1\n"
+
+
+@pytest.mark.docker
+def test_images_build_in_a_log_shows_step_n_of_m(docker_client: docker.DockerClient) -> None:
+    # Under a tag of its own, so the shared image stays as it is; Docker's layer cache makes
+    # the build quick, and every step is still listed.
+    tag = f"sandcrew-test/python:steps-{uuid.uuid4().hex[:12]}"
+    try:
+        completed = run_cli("images", "build", "python", "--tag", tag)
+        assert completed.returncode == 0, completed.stderr
+        steps = [
+            (int(match[1]), int(match[2]))
+            for line in completed.stderr.splitlines()
+            if (match := re.match(r"Step (\d+)/(\d+) : ", line))
+        ]
+        total = steps[0][1] if steps else 0
+        assert total >= 3, completed.stderr
+        assert steps == [(number, total) for number in range(1, total + 1)]
+        assert completed.stderr.splitlines()[-1] == f"built {tag}"
+        labels = docker_client.images.get(tag).labels
+        assert labels["sandcrew.image"] == "python"
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+
+
+def test_images_build_tag_needs_one_image() -> None:
+    completed = run_cli("images", "build", "python", "node", "--tag", "mine/sandbox:1")
+
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        "error: --tag needs exactly one image name, e.g. `sandcrew images build python --tag TAG`\n"
+    )
 
 
 @pytest.mark.parametrize(
