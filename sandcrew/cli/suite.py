@@ -153,6 +153,8 @@ def run(
             f"{previous.solver!r}; this run is suite {selected.name!r} with solver "
             f"{solver.value!r}, so its verdicts cannot be compared"
         )
+    # Before Docker and the model: a cluster that does not answer fails within seconds.
+    task_executor = _make_executor(executor, address, isolation.value)
     if solver is SolverName.CREW:
         check_before_solving(settings)
     else:
@@ -161,7 +163,6 @@ def run(
     if previous is not None:
         _warn_on_baseline_differences(previous, baseline, run_model)
     sandbox_config = settings.sandbox
-    task_executor = _make_executor(executor, address, isolation.value)
 
     console = _output.console()
     final, interrupted = _run_with_progress(
@@ -262,7 +263,9 @@ def _make_executor(name: ExecutorName, address: str | None, isolation: Isolation
     from sandcrew.suites import LocalExecutor, RayExecutor
 
     if name is ExecutorName.RAY:
-        return RayExecutor(address=address)
+        ray_executor = RayExecutor(address=address)
+        ray_executor.check_reachable()
+        return ray_executor
     return LocalExecutor(isolation)
 
 

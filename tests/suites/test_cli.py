@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -234,6 +235,26 @@ def test_baseline_of_another_suite_or_solver_is_refused(tmp_path: Path) -> None:
     assert completed.stderr == (
         f"error: --baseline {other} is a report of suite 'humaneval' with solver 'crew'; this "
         "run is suite 'basics' with solver 'canonical', so its verdicts cannot be compared\n"
+    )
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"], ids=["gcs", "ray-client"])
+def test_ray_address_that_does_not_answer_exits_3_naming_it(scheme: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"{scheme}127.0.0.1:{port}"  # closed now: nothing listens there
+
+    completed = subprocess.run(
+        [str(SANDCREW), "suite", "run", "basics", "-s", "canonical",
+         "--executor", "ray", "--address", address],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert completed.returncode == 3, completed.stderr
+    assert completed.stderr == (
+        f"error: the Ray cluster at {address} does not answer (Connection refused); "
+        "start it with `ray start --head` or fix --address\n"
     )
 
 
