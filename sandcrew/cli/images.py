@@ -45,6 +45,12 @@ def build(
         str | None,
         typer.Option(help="Build the one named image under this tag instead of its own."),
     ] = None,
+    install_deps: Annotated[
+        bool,
+        typer.Option(
+            help="Install debootstrap with apt-get when the offline base needs it (as root)."
+        ),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Print every build line.")
     ] = False,
@@ -71,6 +77,7 @@ def build(
             rebuild_base=rebuild_base,
             names=tuple(names) if names else None,
             tag=tag,
+            install_deps=install_deps,
             on_progress=show,
         )
     for tag in tags:
