@@ -111,7 +111,9 @@ def solve(
     )
     console = _output.console()
     stream_chat = not (quiet or as_json)
-    waiting = None if quiet else _WaitingLine(_output.console(stderr=True))
+    # Piped, a --json run keeps stderr for its one JSON error object.
+    show_waiting = not quiet and (not as_json or _output.is_terminal(sys.stderr))
+    waiting = _WaitingLine(_output.console(stderr=True)) if show_waiting else None
     with _open_transcript(transcript, keep=html is not None) as recorder:
         recorder.header(task, settings)
 
