@@ -124,7 +124,13 @@ def run(
 ) -> None:
     """Solve every task of SUITE and check the results in throwaway containers."""
     from sandcrew.cli._preflight import check_before_solving, check_sandbox_image
-    from sandcrew.suites import SuiteError, load_suite, make_solver, read_json_report
+    from sandcrew.suites import (
+        CompletionsSolver,
+        SuiteError,
+        load_suite,
+        make_solver,
+        read_json_report,
+    )
 
     settings = options.settings_from_options(
         config=config,
@@ -134,6 +140,8 @@ def run(
     )
     chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
     loaded = load_suite(suite)
+    if isinstance(chosen_solver, CompletionsSolver):
+        chosen_solver.check_tasks_known(loaded)
     selected = loaded.filtered(filters or ())
     if not selected.tasks:
         raise SuiteError(
@@ -379,12 +387,14 @@ def _print_results(console: Console, report: SuiteReport) -> None:
             table.add_row(*row)
         console.print(table)
     if hidden:
-        console.print(f"{hidden} passing tasks not listed (the --report file has every task).")
+        console.print(
+            f"{_count(hidden, 'passing task')} not listed (the --report file has every task)."
+        )
     counts = report.counts
     summary = (
-        f"{counts.total} tasks: [green]{counts.passed} passed[/], "
-        f"[red]{counts.failed} failed[/], [magenta]{counts.errors} errors[/], "
-        f"[yellow]{counts.timeouts} timeouts[/]"
+        f"{_count(counts.total, 'task')}: [green]{counts.passed} passed[/], "
+        f"[red]{counts.failed} failed[/], [magenta]{_count(counts.errors, 'error')}[/], "
+        f"[yellow]{_count(counts.timeouts, 'timeout')}[/]"
     )
     if counts.not_run:
         summary += f", {counts.not_run} not run"
@@ -395,7 +405,8 @@ def _print_comparison(
     console: Console, comparison: BaselineComparison, baseline: Path | None
 ) -> None:
     if comparison.regressions:
-        console.print(f"[bold red]{len(comparison.regressions)} regressions[/] since {baseline}:")
+        regressions = _count(len(comparison.regressions), "regression")
+        console.print(f"[bold red]{regressions}[/] since {baseline}:")
         for change in comparison.regressions:
             detail = _last_lines(change.detail, lines=1)
             console.print(
@@ -405,13 +416,17 @@ def _print_comparison(
     else:
         console.print(f"[green]No regressions[/] since {baseline}.")
     if comparison.fixes:
-        console.print(f"[bold green]{len(comparison.fixes)} fixes[/]:")
+        console.print(f"[bold green]{_count(len(comparison.fixes), 'fix', 'fixes')}[/]:")
         for change in comparison.fixes:
             console.print(f"  [green]{_cell(change.task_id)}[/]: {change.before} → {change.after}")
     if comparison.still_failing:
-        console.print(f"{len(comparison.still_failing)} tasks still do not pass.")
+        still = len(comparison.still_failing)
+        console.print(f"{_count(still, 'task')} still {'does' if still == 1 else 'do'} not pass.")
     if comparison.new_tasks:
-        console.print(f"{len(comparison.new_tasks)} tasks are new (not in the baseline).")
+        new = len(comparison.new_tasks)
+        console.print(
+            f"{_count(new, 'task')} {'is' if new == 1 else 'are'} new (not in the baseline)."
+        )
 
 
 def _exit_code(
@@ -427,6 +442,11 @@ def _exit_code(
     if report.all_passed or allow_failures:
         return 0
     return FAILURE_EXIT
+
+
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 task``, ``2 tasks``: the noun agrees with the number."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
 def _optional(value: int | None) -> str:

@@ -178,7 +178,7 @@ def test_suite_table_shows_controls_and_the_report_keeps_them(tmp_path: Path) ->
     assert returncode == 1, plain(screen)
     # The table folds the detail across lines: look for short pieces.
     assert_nothing_obeyed(screen, shown=("ValueError", "^[[2J", "^G"))
-    assert "1 tasks: 0 passed, 1 failed" in plain(screen)
+    assert "1 task: 0 passed, 1 failed" in plain(screen)
     detail = json.loads(report.read_text())["results"][0]["detail"]
     assert f"ValueError: {message}" in detail
 
