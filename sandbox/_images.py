@@ -9,6 +9,7 @@ filesystem is made with ``debootstrap`` from the Debian mirror configured in
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import re
@@ -22,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import ErrorCode, InfrastructureError
+from ..core import ConfigurationError, ErrorCode, InfrastructureError
 
 if TYPE_CHECKING:
     import docker
@@ -214,14 +215,26 @@ def build_images(
     base: BaseSource = BaseSource.AUTO,
     rebuild_base: bool = False,
     names: tuple[str, ...] | None = None,
+    tag: str | None = None,
+    install_deps: bool = False,
     on_progress: Progress = lambda line: None,
 ) -> list[str]:
-    """Build the sandbox images (the default ones, or those in ``names``); return their tags."""
+    """Build the sandbox images (the default ones, or those in ``names``); return their tags.
+
+    ``tag`` builds the one image in ``names`` under that tag instead of its own (a variant
+    to try out or to push elsewhere; an image it builds on keeps its own tag).
+    ``install_deps`` installs debootstrap with apt-get when the offline base needs it and
+    it is missing (as root only).
+    """
     specs = [spec for spec in IMAGE_SPECS if (spec.name in names if names else spec.default)]
     unknown = set(names or ()) - {spec.name for spec in IMAGE_SPECS}
     if unknown:
         known = ", ".join(spec.name for spec in IMAGE_SPECS)
         raise ImageBuildError(f"unknown image {sorted(unknown)}; known images: {known}")
+    if tag is not None:
+        if names is None or len(set(names)) != 1:
+            raise ConfigurationError("a tag applies to exactly one image; name one, e.g. python")
+        specs = [dataclasses.replace(specs[0], tag=tag)]
     built: list[str] = []
     for spec in specs:
         if spec.builds_on is not None:
@@ -232,11 +245,14 @@ def build_images(
                     base=base,
                     rebuild_base=rebuild_base,
                     names=(below.name,),
+                    install_deps=install_deps,
                     on_progress=on_progress,
                 )
             base_image = below.tag
         else:
-            base_image = _choose_base(client, spec, base, rebuild_base, on_progress)
+            base_image = _choose_base(
+                client, spec, base, rebuild_base, on_progress, install_deps=install_deps
+            )
         _build_dockerfile(client, spec, base_image, on_progress)
         built.append(spec.tag)
     return built
@@ -248,6 +264,8 @@ def _choose_base(
     base: BaseSource,
     rebuild_base: bool,
     on_progress: Progress,
+    *,
+    install_deps: bool = False,
 ) -> str:
     if base is not BaseSource.DEBOOTSTRAP:
         if _image_exists(client, spec.public_base):
@@ -264,7 +282,11 @@ def _choose_base(
         on_progress(f"no registry reachable ({pull_error}); building the base with debootstrap")
     if rebuild_base or not _image_exists(client, spec.offline_base):
         make_debian_base(
-            client, packages=spec.debian_packages, tag=spec.offline_base, on_progress=on_progress
+            client,
+            packages=spec.debian_packages,
+            tag=spec.offline_base,
+            install_deps=install_deps,
+            on_progress=on_progress,
         )
     return spec.offline_base
 
@@ -363,17 +385,35 @@ def make_debian_base(
     suite: str | None = None,
     mirror: str | None = None,
     tag: str = OFFLINE_BASE_IMAGE,
+    install_deps: bool = False,
     on_progress: Progress = lambda line: None,
 ) -> str:
-    """Make a minimal Debian root filesystem with debootstrap and import it as ``tag``."""
+    """Make a minimal Debian root filesystem with debootstrap and import it as ``tag``.
+
+    ``install_deps`` installs a missing debootstrap with apt-get first (as root only).
+    """
+    root = os.geteuid() == 0
     debootstrap = shutil.which("debootstrap")
-    if debootstrap is None:
-        raise ImageBuildError(
-            "debootstrap is not installed; it builds the base image where no registry is "
-            "reachable. Install it with `apt-get install debootstrap`."
+    if debootstrap is None and install_deps and root:
+        on_progress("installing debootstrap with apt-get")
+        _run_streaming(["apt-get", "update"], on_progress, what="apt-get update")
+        _run_streaming(
+            ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+            on_progress,
+            what="apt-get install",
         )
-    if os.geteuid() != 0:
-        raise ImageBuildError("debootstrap needs root to build the base image; run as root.")
+        debootstrap = shutil.which("debootstrap")
+    if debootstrap is None:
+        sudo = "" if root else "sudo "
+        raise ConfigurationError(
+            "debootstrap is not installed; with no registry reachable it makes the base "
+            f"image, as root. Install it with `{sudo}apt-get install -y debootstrap`, or "
+            f"build as root with `{BUILD_COMMAND} --install-deps`"
+        )
+    if not root:
+        raise ConfigurationError(
+            "debootstrap needs root to make the base image; run the build as root (with sudo)"
+        )
     # Always bookworm, whatever the host runs: the image's Python must not depend on it.
     suite = suite or OFFLINE_SUITE
     mirror = mirror or configured_debian_mirror()

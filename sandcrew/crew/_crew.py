@@ -18,6 +18,7 @@ from sandcrew.agents import (
     GroupChat,
     Message,
     MiddlewareAgent,
+    ModelCallWatcher,
     OpenAIChatAgent,
     StopReason,
     TextMessage,
@@ -90,8 +91,11 @@ class Crew:
         files: Mapping[str, bytes] | None = None,
         output_files: bool = False,
         packages: tuple[str, ...] | None = None,
+        watcher: ModelCallWatcher | None = None,
     ) -> None:
         self.settings = settings
+        self.watcher = watcher
+        """Told when each model call starts and ends (``sandcrew solve`` shows who it waits for)."""
         self.files = dict(files or {})
         """Input files every run receives; the task tells the crew about them."""
         self._output_files = output_files
@@ -144,6 +148,7 @@ class Crew:
             temperature=temperature,
             client=self.client,
             token_meter=self.token_meter,
+            watcher=self.watcher,
         )
         return agent.use(self._context_fit(prompt))
 
@@ -176,6 +181,7 @@ class Crew:
                 model=self.settings.model_for("admin"),
                 client=self.client,
                 token_meter=self.token_meter,
+                watcher=self.watcher,
             ).use(self._context_fit(""))
         chat = GroupChat(
             members,
@@ -275,18 +281,19 @@ async def solve_task(
     on_message: OnMessage | None = None,
     files: Mapping[str, bytes] | None = None,
     output_files: bool = False,
+    watcher: ModelCallWatcher | None = None,
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given.
 
     ``files`` go into every run's work dir; with ``output_files`` the task also
     tells the crew that files written into ``out/`` are returned. With a Docker
     sandbox, the coder is told which Python packages the image has (when its
-    label says).
+    label says). ``watcher`` is told when each model call starts and ends.
     """
     if sandbox is not None:
-        return await _solve_in(task, settings, sandbox, on_message, files, output_files)
+        return await _solve_in(task, settings, sandbox, on_message, files, output_files, watcher)
     async with DockerSandbox(settings.sandbox) as owned:
-        return await _solve_in(task, settings, owned, on_message, files, output_files)
+        return await _solve_in(task, settings, owned, on_message, files, output_files, watcher)
 
 
 async def _solve_in(
@@ -296,9 +303,15 @@ async def _solve_in(
     on_message: OnMessage | None,
     files: Mapping[str, bytes] | None,
     output_files: bool,
+    watcher: ModelCallWatcher | None,
 ) -> CrewResult:
     packages = await sandbox.image_packages() if isinstance(sandbox, DockerSandbox) else None
     async with Crew(
-        settings, sandbox, files=files, output_files=output_files, packages=packages
+        settings,
+        sandbox,
+        files=files,
+        output_files=output_files,
+        packages=packages,
+        watcher=watcher,
     ) as crew:
         return await crew.solve(task, on_message=on_message)

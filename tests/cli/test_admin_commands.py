@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
+import re
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -168,6 +171,100 @@ def _expected_packages(name: str) -> tuple[str, ...]:
     [spec] = [spec for spec in IMAGE_SPECS if spec.name == name]
     listed = spec.labels["sandcrew.packages"]
     return tuple(listed.split(", ")) if listed else ()
+
+
+@pytest.mark.docker
+def test_images_build_in_a_log_shows_step_n_of_m(docker_client: docker.DockerClient) -> None:
+    # Under a tag of its own, so the shared image stays as it is; Docker's layer cache makes
+    # the build quick, and every step is still listed.
+    tag = f"sandcrew-test/python:steps-{uuid.uuid4().hex[:12]}"
+    try:
+        completed = run_cli("images", "build", "python", "--tag", tag)
+        assert completed.returncode == 0, completed.stderr
+        steps = [
+            (int(match[1]), int(match[2]))
+            for line in completed.stderr.splitlines()
+            if (match := re.match(r"Step (\d+)/(\d+) : ", line))
+        ]
+        total = steps[0][1] if steps else 0
+        assert total >= 3, completed.stderr
+        assert steps == [(number, total) for number in range(1, total + 1)]
+        assert completed.stderr.splitlines()[-1] == f"built {tag}"
+        labels = docker_client.images.get(tag).labels
+        assert labels["sandcrew.image"] == "python"
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+
+
+def test_images_build_tag_needs_one_image() -> None:
+    completed = run_cli("images", "build", "python", "node", "--tag", "mine/sandbox:1")
+
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        "error: --tag needs exactly one image name, e.g. `sandcrew images build python --tag TAG`\n"
+    )
+
+
+def _without_debootstrap(*folders: Path) -> dict[str, str]:
+    """An environment whose PATH has no debootstrap (checked, so the shared base is safe)."""
+    path = os.pathsep.join([*map(str, folders), "/usr/bin", "/bin"])
+    assert shutil.which("debootstrap", path=path) is None
+    return {"PATH": path}
+
+
+@pytest.mark.docker
+def test_offline_build_without_debootstrap_says_how_to_install_it() -> None:
+    # --rebuild-base asks for debootstrap at once; it is missing, so nothing is built.
+    completed = run_cli(
+        "images", "build", "python", "--tag", "sandcrew-test/python:never-built",
+        "--base", "debootstrap", "--rebuild-base", env=_without_debootstrap(),
+    )  # fmt: skip
+
+    assert completed.returncode == 2, completed.stderr
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    assert completed.stderr == (
+        "error: debootstrap is not installed; with no registry reachable it makes the base "
+        f"image, as root. Install it with `{sudo}apt-get install -y debootstrap`, or build as "
+        "root with `sandcrew images build --install-deps`\n"
+    )
+
+
+@pytest.mark.docker
+def test_install_deps_installs_debootstrap_with_apt_get_then_uses_it(tmp_path: Path) -> None:
+    # Stand-ins for the system's tools: apt-get "installs" a debootstrap that fails at once,
+    # so the build stops before it could replace the shared base image.
+    calls = tmp_path / "apt-get.calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_debootstrap = "#!/bin/sh\necho 'stand-in debootstrap' >&2\nexit 1\n"
+    apt_get = bin_dir / "apt-get"
+    apt_get.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        f'if [ "$1" = install ]; then printf %s "{fake_debootstrap}" > {bin_dir}/debootstrap;'
+        f" chmod +x {bin_dir}/debootstrap; fi\n"
+    )
+    apt_get.chmod(0o755)
+
+    completed = run_cli(
+        "images", "build", "python", "--tag", "sandcrew-test/python:never-built",
+        "--base", "debootstrap", "--rebuild-base", "--install-deps",
+        env=_without_debootstrap(bin_dir),
+    )  # fmt: skip
+
+    if os.geteuid() != 0:  # installing needs root: the command to run instead
+        assert completed.returncode == 2, completed.stderr
+        assert "`sudo apt-get install -y debootstrap`" in completed.stderr
+        assert not calls.exists()
+        return
+    assert completed.returncode == 3, completed.stderr
+    assert calls.read_text().splitlines() == [
+        "update",
+        "install -y --no-install-recommends debootstrap",
+    ]
+    assert completed.stderr.startswith("error: debootstrap failed with exit code 1")
+    assert "stand-in debootstrap" in completed.stderr
 
 
 @pytest.mark.parametrize(
