@@ -48,6 +48,8 @@ ENGINE_CONFIRMATION_SECONDS = 10.0
 
 LONGEST_RUN_LIMIT = 86_400.0
 """A run limit longer than a day is a mistake (and past what timers can hold)."""
+SHORTEST_RUN_LIMIT = 0.1
+"""Seconds: below this no interpreter even starts, so a smaller limit is a mistake, not a limit."""
 
 POOL_CHECK_INTERVAL_LIMIT = 30.0
 """Waiting pool members are checked for age and death at least this often."""
@@ -66,6 +68,11 @@ def limit_problem(limit: float) -> str | None:
     """Why ``limit`` cannot be a run limit, or ``None`` when it can."""
     if not limit > 0:
         return f"timeout must be > 0 (got {limit:g})"
+    if limit < SHORTEST_RUN_LIMIT:
+        return (
+            f"timeout must be at least {SHORTEST_RUN_LIMIT:g} seconds, the least in which "
+            f"a program can start (got {limit:g})"
+        )
     if not limit <= LONGEST_RUN_LIMIT:
         return f"timeout must be at most {LONGEST_RUN_LIMIT:g} seconds (got {limit:g})"
     return None
