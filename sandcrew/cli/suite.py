@@ -368,7 +368,8 @@ def _print_results(console: Console, report: SuiteReport) -> None:
             table.add_column("Rounds", justify="right")
             table.add_column("Tokens", justify="right")
             table.add_column("Stop reason")
-        table.add_column("Detail", overflow="fold", max_width=60)
+        # In a log the table is as wide as the piped console, so details keep to one line.
+        table.add_column("Detail", overflow="fold", max_width=60 if console.is_terminal else None)
         for result in shown:
             style = _STATUS_STYLES[result.status.value]
             row = [

@@ -139,6 +139,31 @@ def _answers(path: Path, **answers: str) -> Path:
 
 
 @pytest.mark.docker
+def test_piped_suite_table_keeps_a_long_detail_on_one_line(tmp_path: Path) -> None:
+    reason = " ".join(f"because-{number}" for number in range(14))  # about 150 characters
+    completions = tmp_path / "samples.jsonl"
+    completions.write_text(
+        json.dumps({"task_id": "HumanEval/0", "completion": f"    raise ValueError({reason!r})\n"})
+        + "\n",
+        encoding="utf-8",
+    )
+    environment = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
+
+    completed = subprocess.run(
+        [
+            str(SANDCREW), "suite", "run", "humaneval", "--solver", "completions",
+            "--completions", str(completions), "--filter", "HumanEval/0",
+        ],
+        capture_output=True, text=True, timeout=120, env=environment,
+    )  # fmt: skip
+
+    assert completed.returncode == 1, completed.stderr
+    assert any(f"ValueError: {reason}" in line for line in completed.stdout.splitlines()), (
+        completed.stdout
+    )
+
+
+@pytest.mark.docker
 def test_baseline_regression_fails_the_run_and_names_the_task(
     tmp_path: Path, write_file: WriteFile
 ) -> None:
