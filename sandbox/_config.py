@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..core import ConfigurationError
+from ..core import ConfigurationError, describe_invalid_value
 from ._deadlines import limit_problem
 from ._images import DEFAULT_IMAGES
 from ._languages import normalize_language
@@ -173,7 +173,7 @@ class SandboxConfig(BaseModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            problems = "; ".join(_describe(error) for error in exc.errors())
+            problems = "; ".join(describe_invalid_value(error) for error in exc.errors())
             raise ConfigurationError(f"Invalid sandbox settings: {problems}") from None
 
     @field_validator("timeout")
@@ -315,12 +315,3 @@ class SandboxConfig(BaseModel):
             return None
         uid, gid = self.user.split(":", 1)
         return int(uid), int(gid)
-
-
-def _describe(error: Any) -> str:
-    location = ".".join(str(part) for part in error.get("loc", ()) if part != "__root__")
-    message = str(error.get("msg", "invalid value"))
-    message = message.removeprefix("Value error, ")
-    if location and not message.startswith(location):
-        message = f"{location}: {message} (got {error.get('input')!r})"
-    return message

@@ -4,8 +4,11 @@ A run has four clocks, all derived here from the run's time limit and the
 sandbox settings:
 
 - the **run limit**: the program's wall-clock seconds, counted from the moment
-  the supervisor acknowledges the program (:func:`run_limit`); the host kills
-  the container then. Before the acknowledgement the supervisor's own start-up
+  the supervisor acknowledges the program (:func:`run_limit`); the supervisor
+  kills the program then, collects what it left in ``out/`` (for at most
+  :data:`ARTIFACT_COLLECTION_SECONDS`) and reports the timeout. The host kills
+  the container :data:`END_OF_RUN_ALLOWANCE` later if the supervisor has not
+  reported by then. Before the acknowledgement the supervisor's own start-up
   gets :data:`SUPERVISOR_START_ALLOWANCE` on top;
 - the **watchdog**: the in-container supervisor ends the container this much
   later (:data:`WATCHDOG_GRACE`), so a crashed or hung host leaves it running
@@ -27,6 +30,13 @@ import math
 
 from ..core import ConfigurationError
 
+ARTIFACT_COLLECTION_SECONDS = 2.0
+"""Seconds the supervisor spends at most on collecting ``out/`` once the program ended."""
+
+END_OF_RUN_ALLOWANCE = 3.0
+"""Seconds past the run limit the host gives the supervisor to end the program, collect
+its artifacts and report, before the host kills the container itself."""
+
 WATCHDOG_GRACE = 5.0
 """Seconds past the run limit after which the container's supervisor ends the container."""
 
@@ -38,6 +48,8 @@ ENGINE_CONFIRMATION_SECONDS = 10.0
 
 LONGEST_RUN_LIMIT = 86_400.0
 """A run limit longer than a day is a mistake (and past what timers can hold)."""
+SHORTEST_RUN_LIMIT = 0.1
+"""Seconds: below this no interpreter even starts, so a smaller limit is a mistake, not a limit."""
 
 POOL_CHECK_INTERVAL_LIMIT = 30.0
 """Waiting pool members are checked for age and death at least this often."""
@@ -56,6 +68,11 @@ def limit_problem(limit: float) -> str | None:
     """Why ``limit`` cannot be a run limit, or ``None`` when it can."""
     if not limit > 0:
         return f"timeout must be > 0 (got {limit:g})"
+    if limit < SHORTEST_RUN_LIMIT:
+        return (
+            f"timeout must be at least {SHORTEST_RUN_LIMIT:g} seconds, the least in which "
+            f"a program can start (got {limit:g})"
+        )
     if not limit <= LONGEST_RUN_LIMIT:
         return f"timeout must be at most {LONGEST_RUN_LIMIT:g} seconds (got {limit:g})"
     return None

@@ -3,8 +3,11 @@
 The deadline counts from the moment the supervisor acknowledges the program
 (the program starts right after; until then, the supervisor's own start-up
 gets a short allowance), not from the container's start: a pooled container
-may have waited for minutes. The worker
-thread that delivers the program also arms the kill, so the deadline holds
+may have waited for minutes. The supervisor ends the program at the deadline
+and still sends what it left in ``out/``; the host's kill comes
+:data:`~._deadlines.END_OF_RUN_ALLOWANCE` later, in case the supervisor could
+not report. The worker
+thread that delivers the program also arms that kill, so it holds
 even while the caller's event loop is blocked, whatever the program prints.
 It is disarmed only by the supervisor's trailers (which the program cannot
 forge) or by the engine's confirmation that the container stopped; every wait
@@ -27,6 +30,7 @@ import requests
 from ._config import SandboxConfig
 from ._container import LaunchedContainer, explain, vanished
 from ._deadlines import (
+    END_OF_RUN_ALLOWANCE,
     ENGINE_CONFIRMATION_SECONDS,
     SUPERVISOR_START_ALLOWANCE,
     reading_ends_after,
@@ -57,6 +61,8 @@ class Outcome:
     """The container ended without a word before it read its program: nothing ran."""
     artifacts: CappedBuffer | None = None
     """The supervisor's artifacts frame, when the run had an output folder."""
+    artifacts_cut: bool = False
+    """The stream ended (the container was killed) in the middle of that frame."""
 
 
 async def execute(
@@ -105,6 +111,7 @@ async def judge(
     artifacts, artifacts_truncated, skipped = parse_artifacts(
         bytes(frame.data) if frame is not None else b"",
         received_all=frame is None or not frame.truncated,
+        cut=outcome.artifacts_cut,
     )
     return ExecutionResult(
         language=language,
@@ -185,13 +192,15 @@ def _run_program(
     abandoned: threading.Event,
 ) -> Outcome:
     # Until the supervisor acknowledges the program, its own start-up may take
-    # a moment (a cold container); from then on the program has its limit.
+    # a moment (a cold container); from then on the program has its limit, which the
+    # supervisor enforces itself (it then still sends the program's artifacts). The host's
+    # kill comes only if the supervisor has not reported shortly after the limit.
     deadline = _Deadline(api, container.container_id, time_limit + SUPERVISOR_START_ALLOWANCE)
     started = [time.monotonic()]
 
     def program_starts() -> None:
         started[0] = time.monotonic()
-        deadline.restart(time_limit)
+        deadline.restart(time_limit + END_OF_RUN_ALLOWANCE)
 
     deadline.arm()
     try:
@@ -209,7 +218,7 @@ def _run_program(
         status, oom_killed = streams.exit_status, False
         if abandoned.is_set():
             status = -1  # nobody waits for this outcome; the container is being removed
-        elif status is None or status == _KILLED_STATUS:
+        elif status is None or (status == _KILLED_STATUS and not streams.timed_out):
             # No trailer: the container ended (killed, or its supervisor died),
             # or the reading gave up. A SIGKILL: the engine knows whether memory
             # did it. Either way the deadline stays armed until the engine
@@ -219,7 +228,11 @@ def _run_program(
         # ended on its own and nothing it left is running any more.
     finally:
         deadline.disarm()
-    timed_out = deadline.killed and streams.exit_status is None
+    timed_out = streams.timed_out or (deadline.killed and streams.exit_status is None)
+    if streams.timed_out:
+        # The supervisor's clock started at its acknowledgement, a moment before the host
+        # read it: the program had its whole limit.
+        duration = max(duration, time_limit)
     return Outcome(
         stdout=streams.stdout,
         stderr=streams.stderr,
@@ -229,6 +242,7 @@ def _run_program(
         duration=duration,
         never_started=not streams.acknowledged and not streams.received and not timed_out,
         artifacts=streams.artifacts,
+        artifacts_cut=streams.artifacts_cut,
     )
 
 

@@ -1,7 +1,9 @@
 """Input files for a run, and the artifacts a run leaves in its output folder.
 
 Input files travel in the supervisor's stdin payload and are written into the
-work dir by the program's own uid (mode 0444) before it starts. Artifacts are
+work dir before the program starts, owned by root with mode 0444: the program
+can read them but neither write them nor change their mode (it may delete or
+replace them, and create files of its own beside them). Artifacts are
 what the program leaves in ``<workdir>/out``: the supervisor collects them as
 the run's uid after every process of the program is gone, never following a
 link and taking regular files only, and frames them on stdout behind its nonce,
@@ -121,8 +123,15 @@ def load_input_files(
     return loaded
 
 
-def parse_artifacts(frame: bytes, *, received_all: bool) -> tuple[list[Artifact], bool, list[str]]:
-    """The artifacts, whether some were left out, and notes on skipped files."""
+def parse_artifacts(
+    frame: bytes, *, received_all: bool, cut: bool = False
+) -> tuple[list[Artifact], bool, list[str]]:
+    """The artifacts, whether some were left out, and notes on skipped files.
+
+    ``cut``: the container was killed while the frame was being sent.
+    """
+    if cut:
+        return [], True, ["the run was stopped while its files were being sent"]
     if not frame:
         return [], False, []
     if not received_all:

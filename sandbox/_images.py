@@ -9,6 +9,7 @@ filesystem is made with ``debootstrap`` from the Debian mirror configured in
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import re
@@ -22,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import ErrorCode, InfrastructureError
+from ..core import ConfigurationError, ErrorCode, InfrastructureError
 
 if TYPE_CHECKING:
     import docker
@@ -35,6 +36,10 @@ DATA_PACKAGES = ("numpy==1.26.4", "pandas==2.2.3", "matplotlib==3.9.2", "scipy==
 OFFLINE_SUITE = "bookworm"
 OFFLINE_BASE_IMAGE = f"sandcrew/debian-base:{OFFLINE_SUITE}"
 PUBLIC_BASE_IMAGE = "python:3.11-slim-bookworm"
+
+PACKAGES_LABEL = "sandcrew.packages"
+"""Image label listing the Python packages the image adds to the standard library,
+``"numpy 1.26.4, pandas 2.2.3"`` (empty: none). Set when the image is built."""
 
 DEFAULT_IMAGES: dict[str, str] = {
     "python": PYTHON_IMAGE,
@@ -83,6 +88,14 @@ class ImageSpec:
     """Another spec's name: its image is the base (built first when missing)."""
     wheels: tuple[str, ...] = ()
     """Python requirements whose wheels pip downloads on the host into the build context."""
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels the build adds: the Python packages installed, as pinned here."""
+        below = next((spec for spec in IMAGE_SPECS if spec.name == self.builds_on), None)
+        requirements = (below.wheels if below is not None else ()) + self.wheels
+        listed = ", ".join(requirement.replace("==", " ") for requirement in requirements)
+        return {PACKAGES_LABEL: listed}
 
 
 IMAGE_SPECS: tuple[ImageSpec, ...] = (
@@ -135,6 +148,8 @@ class ImageStatus:
     created: str | None
     optional: bool = False
     """Not built by the plain ``sandcrew images build``; only its language needs it."""
+    packages: tuple[str, ...] | None = None
+    """The Python packages it adds to the standard library; ``None``: it does not say."""
 
     @property
     def build_command(self) -> str:
@@ -164,9 +179,34 @@ def list_images(client: docker.DockerClient) -> list[ImageStatus]:
                 int(attrs.get("Size", 0)),
                 str(attrs.get("Created", "")),
                 not spec.default,
+                _packages_of(attrs),
             )
         )
     return statuses
+
+
+def image_packages(client: docker.DockerClient, tag: str) -> tuple[str, ...] | None:
+    """The Python packages image ``tag`` adds to the standard library, from its label.
+
+    ``()``: none; ``None``: the image does not say (built without the label, or a
+    custom image), or it cannot be inspected (missing: its runs will say so).
+    """
+    import docker.errors
+
+    try:
+        image = client.images.get(tag)
+    except (docker.errors.DockerException, OSError):
+        return None
+    attrs: dict[str, Any] = image.attrs
+    return _packages_of(attrs)
+
+
+def _packages_of(attrs: dict[str, Any]) -> tuple[str, ...] | None:
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    listed = labels.get(PACKAGES_LABEL)
+    if not isinstance(listed, str):
+        return None
+    return tuple(package.strip() for package in listed.split(",") if package.strip())
 
 
 def build_images(
@@ -175,14 +215,26 @@ def build_images(
     base: BaseSource = BaseSource.AUTO,
     rebuild_base: bool = False,
     names: tuple[str, ...] | None = None,
+    tag: str | None = None,
+    install_deps: bool = False,
     on_progress: Progress = lambda line: None,
 ) -> list[str]:
-    """Build the sandbox images (the default ones, or those in ``names``); return their tags."""
+    """Build the sandbox images (the default ones, or those in ``names``); return their tags.
+
+    ``tag`` builds the one image in ``names`` under that tag instead of its own (a variant
+    to try out or to push elsewhere; an image it builds on keeps its own tag).
+    ``install_deps`` installs debootstrap with apt-get when the offline base needs it and
+    it is missing (as root only).
+    """
     specs = [spec for spec in IMAGE_SPECS if (spec.name in names if names else spec.default)]
     unknown = set(names or ()) - {spec.name for spec in IMAGE_SPECS}
     if unknown:
         known = ", ".join(spec.name for spec in IMAGE_SPECS)
         raise ImageBuildError(f"unknown image {sorted(unknown)}; known images: {known}")
+    if tag is not None:
+        if names is None or len(set(names)) != 1:
+            raise ConfigurationError("a tag applies to exactly one image; name one, e.g. python")
+        specs = [dataclasses.replace(specs[0], tag=tag)]
     built: list[str] = []
     for spec in specs:
         if spec.builds_on is not None:
@@ -193,11 +245,14 @@ def build_images(
                     base=base,
                     rebuild_base=rebuild_base,
                     names=(below.name,),
+                    install_deps=install_deps,
                     on_progress=on_progress,
                 )
             base_image = below.tag
         else:
-            base_image = _choose_base(client, spec, base, rebuild_base, on_progress)
+            base_image = _choose_base(
+                client, spec, base, rebuild_base, on_progress, install_deps=install_deps
+            )
         _build_dockerfile(client, spec, base_image, on_progress)
         built.append(spec.tag)
     return built
@@ -209,6 +264,8 @@ def _choose_base(
     base: BaseSource,
     rebuild_base: bool,
     on_progress: Progress,
+    *,
+    install_deps: bool = False,
 ) -> str:
     if base is not BaseSource.DEBOOTSTRAP:
         if _image_exists(client, spec.public_base):
@@ -225,7 +282,11 @@ def _choose_base(
         on_progress(f"no registry reachable ({pull_error}); building the base with debootstrap")
     if rebuild_base or not _image_exists(client, spec.offline_base):
         make_debian_base(
-            client, packages=spec.debian_packages, tag=spec.offline_base, on_progress=on_progress
+            client,
+            packages=spec.debian_packages,
+            tag=spec.offline_base,
+            install_deps=install_deps,
+            on_progress=on_progress,
         )
     return spec.offline_base
 
@@ -272,6 +333,7 @@ def _build_dockerfile(
                 path=str(context),
                 tag=spec.tag,
                 buildargs={"BASE_IMAGE": base_image},
+                labels=spec.labels,
                 rm=True,
                 forcerm=True,
                 pull=False,
@@ -323,17 +385,35 @@ def make_debian_base(
     suite: str | None = None,
     mirror: str | None = None,
     tag: str = OFFLINE_BASE_IMAGE,
+    install_deps: bool = False,
     on_progress: Progress = lambda line: None,
 ) -> str:
-    """Make a minimal Debian root filesystem with debootstrap and import it as ``tag``."""
+    """Make a minimal Debian root filesystem with debootstrap and import it as ``tag``.
+
+    ``install_deps`` installs a missing debootstrap with apt-get first (as root only).
+    """
+    root = os.geteuid() == 0
     debootstrap = shutil.which("debootstrap")
-    if debootstrap is None:
-        raise ImageBuildError(
-            "debootstrap is not installed; it builds the base image where no registry is "
-            "reachable. Install it with `apt-get install debootstrap`."
+    if debootstrap is None and install_deps and root:
+        on_progress("installing debootstrap with apt-get")
+        _run_streaming(["apt-get", "update"], on_progress, what="apt-get update")
+        _run_streaming(
+            ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+            on_progress,
+            what="apt-get install",
         )
-    if os.geteuid() != 0:
-        raise ImageBuildError("debootstrap needs root to build the base image; run as root.")
+        debootstrap = shutil.which("debootstrap")
+    if debootstrap is None:
+        sudo = "" if root else "sudo "
+        raise ConfigurationError(
+            "debootstrap is not installed; with no registry reachable it makes the base "
+            f"image, as root. Install it with `{sudo}apt-get install -y debootstrap`, or "
+            f"build as root with `{BUILD_COMMAND} --install-deps`"
+        )
+    if not root:
+        raise ConfigurationError(
+            "debootstrap needs root to make the base image; run the build as root (with sudo)"
+        )
     # Always bookworm, whatever the host runs: the image's Python must not depend on it.
     suite = suite or OFFLINE_SUITE
     mirror = mirror or configured_debian_mirror()

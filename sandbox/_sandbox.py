@@ -22,6 +22,7 @@ from ._deadlines import run_limit
 from ._errors import CodeTooLargeError, EmptyCodeError, SandboxError, UnsupportedLanguageError
 from ._execution import execute, judge
 from ._files import load_input_files
+from ._images import image_packages
 from ._languages import OPTIONAL_LANGUAGES, SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import ContainerSupply
 from ._result import ExecutionResult
@@ -132,6 +133,22 @@ class DockerSandbox:
             if exc is None:
                 raise
 
+    async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
+        """The Python packages the language's image adds to the standard library.
+
+        Read from the image's ``sandcrew.packages`` label (``sandcrew images build``
+        sets it): ``()`` for none, ``None`` when the image does not say or Docker
+        cannot be asked (the runs then report why).
+        """
+        image = self.config.images.get(normalize_language(language) or language)
+        if image is None:
+            return None
+        try:
+            await self.start()
+        except SandboxError:
+            return None
+        return await asyncio.to_thread(image_packages, self.client, image)
+
     async def run(
         self,
         code: str,
@@ -143,7 +160,7 @@ class DockerSandbox:
         """Run ``code`` in a new (or pre-started, never-used) container and return what it did.
 
         ``files`` maps names (relative, ``/``-separated) to bytes or host paths:
-        they are put into the work dir, mode 0444, before the program starts.
+        they are put into the work dir before the program starts, read-only to it.
         What the program leaves in ``out/`` of its work dir comes back as
         ``result.artifacts``.
 

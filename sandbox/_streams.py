@@ -69,6 +69,8 @@ class TrailedStream:
     artifacts: CappedBuffer | None = None
     """Where the supervisor's artifacts frame (``mark + "A<length>\\n" + frame``) goes, if any."""
     status: int | None = None
+    timed_out: bool = False
+    """The trailer said the run limit ended the program (``T<status>``)."""
     _frame_left: int | None = None
     _pending: bytearray = field(default_factory=bytearray)
     _after_mark: bytearray | None = None
@@ -118,7 +120,10 @@ class TrailedStream:
             self._frame_left = int(length)
             self._read_frame(rest)
             return
-        self._end(int(text) if text.isdigit() else None, rest)
+        timed_out = text.startswith(b"T")
+        digits = text.removeprefix(b"T")
+        self.timed_out = timed_out and digits.isdigit()
+        self._end(int(digits) if digits.isdigit() else None, rest)
 
     def _read_frame(self, chunk: bytes | memoryview) -> None:
         """Pass the artifacts frame's bytes to its sink; then look for the trailer again."""
@@ -140,6 +145,11 @@ class TrailedStream:
         self.status = status
         if rest:
             self.sink.feed(rest)  # nothing follows a real trailer; the sink stays capped
+
+    @property
+    def frame_cut(self) -> bool:
+        """The stream ended in the middle of the artifacts frame."""
+        return self._frame_left is not None
 
     def finish(self) -> None:
         """The stream ended: what was held back is output after all."""
@@ -184,6 +194,17 @@ class Demultiplexer:
         """The program's exit status, once both streams have carried it (so all output is in)."""
         out, err = self._streams[_STDOUT].status, self._streams[_STDERR].status
         return out if out is not None and out == err else None
+
+    @property
+    def timed_out(self) -> bool:
+        """The supervisor reported (on both streams) that the run limit ended the program."""
+        out, err = self._streams[_STDOUT], self._streams[_STDERR]
+        return self.exit_status is not None and out.timed_out and err.timed_out
+
+    @property
+    def artifacts_cut(self) -> bool:
+        """The stream ended before the whole artifacts frame came."""
+        return self._streams[_STDOUT].frame_cut
 
     def feed(self, chunk: bytes) -> None:
         view = memoryview(chunk)

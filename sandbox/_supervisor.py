@@ -3,16 +3,18 @@
 Every sandbox container starts as root with only the SETUID, SETGID, SETPCAP and
 KILL capabilities (and no-new-privileges) and runs this small Python
 supervisor, passed on the command line so the image needs nothing of ours. It
-waits on stdin for ``"<language> <size> <nonce> <watchdog> <files size>
-<artifact bytes> <artifact count>\\n"`` followed by exactly ``size`` bytes of
+waits on stdin for ``"<language> <size> <nonce> <limit ms> <watchdog> <files
+size> <artifact bytes> <artifact count>\\n"`` followed by exactly ``size`` bytes of
 program and ``files size`` bytes of input files (see :func:`pack_files`),
 prints one acknowledgement byte on stdout,
 and forks a child that raises its own OOM score (so the kernel's OOM killer
-takes the program, not the supervisor), empties its capability bounding set,
-drops to the container's run uid (``setgroups([])``, ``setresgid``,
-``setresuid``), writes the program into the work dir (a tmpfs owned by that
-uid), unpacks the input files there (mode 0444, names checked again, links
-never followed), makes the empty ``out`` folder and execs the language's
+takes the program, not the supervisor), unpacks the input files into the work
+dir (a tmpfs owned by the run uid, opened to its group) while still root with
+the run's gid (so they are root's, mode 0444: the program can read them, and
+neither write them nor change their mode; names checked again, links never
+followed), empties its capability bounding set, drops to the container's run
+uid (``setgroups([])``, ``setresgid``, ``setresuid``), writes the program into
+the work dir, makes the empty ``out`` folder and execs the language's
 interpreter with stdin on ``/dev/null``.
 
 Why the exit status cannot be forged: the nonce arrives on stdin, never in argv
@@ -20,14 +22,18 @@ or the environment, and lives only in the supervisor's memory (the child's copy
 is gone with its ``exec``). The supervisor runs as root, a uid other than the
 program's, and is not dumpable, so the program can neither ptrace it (our
 seccomp profile also refuses ptrace), read its ``/proc/<pid>/mem`` or
-``environ``, nor signal it. When the child has ended, the supervisor SIGKILLs
-every other process of the container until none is left (so nothing the
-program left behind can print after it). With an artifact count above 0 it
-then forks a collector that drops to the run uid and prints
-``"\\x1e<nonce>:A<length>\\n"`` and the artifacts frame (a JSON listing line,
-then the files' bytes) on stdout. Last it prints the trailer
-``"\\x1e<nonce>:<status>\\n"`` on stdout and on stderr and exits with the
-program's status. Each stream is in order, so once both trailers are in, all
+``environ``, nor signal it. When the child has ended, or ``limit ms`` after
+the acknowledgement (the run limit: then it kills every process of the
+program), the supervisor SIGKILLs every other process of the container until
+none is left (so nothing the program left behind can print after it). With an
+artifact count above 0 it then forks a collector that drops to the run uid and
+prints ``"\\x1e<nonce>:A<length>\\n"`` and the artifacts frame (a JSON listing
+line, then the files' bytes) on stdout; the collector stops taking files after
+:data:`~._deadlines.ARTIFACT_COLLECTION_SECONDS`, so a timed-out program's files
+come back too, and a huge ``out`` folder cannot stretch the run. Last it
+prints the trailer ``"\\x1e<nonce>:<status>\\n"`` (``T<status>`` when the run
+limit ended the program) on stdout and on stderr and exits with the program's
+status. Each stream is in order, so once both trailers are in, all
 the program's output is; the stream reader strips them. A program can print
 any bytes, but not the nonce.
 
@@ -46,10 +52,11 @@ before it knows what they will run.
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 
-from ._deadlines import watchdog_seconds
+from ._deadlines import ARTIFACT_COLLECTION_SECONDS, watchdog_seconds
 from ._languages import RUNNERS
 
 ACKNOWLEDGEMENT = b"."
@@ -69,8 +76,8 @@ OUTPUT_FOLDER = "out"
 """The folder of the work dir whose files come back as artifacts."""
 
 # The supervisor's file helpers, outside the f-string below so braces stay plain.
-# Input files are unpacked by the child as the run uid before the program
-# starts; artifacts are collected by another child as the run uid after every
+# Input files are unpacked by the child, as root with the run's gid, before the
+# program starts; artifacts are collected by another child as the run uid after every
 # process of the program is gone, never following a link, regular files only.
 _FILE_HELPERS = r"""
 import errno, json, stat
@@ -117,9 +124,9 @@ def unpack_files(blob):
 def shown_name(name):
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
-def collect_artifacts(limit_bytes, limit_count):
+def collect_artifacts(limit_bytes, limit_count, give_up):
     found, contents, skipped = [], [], []
-    state = {"total": 0, "truncated": False}
+    state = {"total": 0, "truncated": False, "late": False}
 
     def skip(name, reason):
         if len(skipped) < 20:
@@ -128,6 +135,11 @@ def collect_artifacts(limit_bytes, limit_count):
     def walk(folder, prefix, depth):
         for name in sorted(os.listdir(folder)):
             path = prefix + name
+            if state["late"] or time.monotonic() > give_up:
+                if not state["late"]:
+                    skip(path, "not collected in time, nor what follows it")
+                state["late"] = state["truncated"] = True
+                return
             try:
                 path.encode("utf-8")
             except UnicodeEncodeError:
@@ -251,18 +263,23 @@ while b"\\n" not in data:
     data += chunk
 line, _, data = data.partition(b"\\n")
 try:
-    language, size, nonce, watchdog, files_size, artifact_bytes, artifact_count = (
+    language, size, nonce, limit_ms, watchdog, files_size, artifact_bytes, artifact_count = (
         line.decode().split(" ")
     )
-    size, watchdog, files_size = int(size), int(watchdog), int(files_size)
+    size, limit_ms, watchdog, files_size = int(size), int(limit_ms), int(watchdog), int(files_size)
     artifact_bytes, artifact_count = int(artifact_bytes), int(artifact_count)
 except ValueError:
     fail("unreadable header")
 runner = RUNNERS.get(language)
 if runner is None:
     fail("no interpreter for language " + repr(language))
-signal.signal(signal.SIGALRM, on_watchdog)
-signal.setitimer(signal.ITIMER_REAL, watchdog)
+watchdog_at = time.monotonic() + watchdog
+
+def arm_watchdog():
+    signal.signal(signal.SIGALRM, on_watchdog)
+    signal.setitimer(signal.ITIMER_REAL, max(watchdog_at - time.monotonic(), 0.001))
+
+arm_watchdog()
 chunks = [data]
 received = len(data)
 while received < size + files_size:
@@ -295,6 +312,15 @@ def become_the_run_uid():
 def become_the_program():
     with open("/proc/self/oom_score_adj", "w") as handle:
         handle.write("1000")
+    # The work dir is the run uid's: as that uid for a moment (effective only, root stays
+    # the real and saved uid), it is opened to its group, the run's gid. Then, as root with
+    # that gid, the input files are written: they are root's, so the program can read them
+    # but neither write them nor change their mode.
+    os.setegid(gid)
+    os.seteuid(uid)
+    os.chmod(workdir, 0o770)
+    os.seteuid(0)
+    unpack_files(files)
     become_the_run_uid()
     path = os.path.join(workdir, filename)
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -305,7 +331,6 @@ def become_the_program():
         handle = os.open(support_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
         write_all(handle, text.encode())
         os.close(handle)
-    unpack_files(files)
     if artifact_count > 0:
         os.mkdir(os.path.join(workdir, OUTPUT_FOLDER), 0o700)
     null = os.open("/dev/null", os.O_RDONLY)
@@ -315,6 +340,21 @@ def become_the_program():
     environment.update(variables)
     os.execvpe(interpreter[0], [*interpreter, path], environment)
 
+# The run limit counts from the acknowledgement. When it is up, every process of the
+# program is killed; what it left in out/ is still collected and sent.
+run_state = {{"running": True, "timed_out": False}}
+
+def on_program_deadline(number, frame):
+    if run_state["running"]:
+        run_state["timed_out"] = True
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    arm_watchdog()
+
+signal.signal(signal.SIGALRM, on_program_deadline)
+signal.setitimer(signal.ITIMER_REAL, limit_ms / 1000)
 child = os.fork()
 if child == 0:
     try:
@@ -328,6 +368,8 @@ while True:
     ended, status = os.waitpid(child, 0)
     if ended == child:
         break
+run_state["running"] = False
+arm_watchdog()
 code = os.waitstatus_to_exitcode(status)
 if code < 0:
     code = 128 - code
@@ -338,14 +380,16 @@ if artifact_count > 0:
     if collector == 0:
         try:
             become_the_run_uid()
-            frame = collect_artifacts(artifact_bytes, artifact_count)
+            give_up = time.monotonic() + {ARTIFACT_COLLECTION_SECONDS}
+            frame = collect_artifacts(artifact_bytes, artifact_count, give_up)
             write_all(1, mark + {ARTIFACTS_FRAME!r} + str(len(frame)).encode() + b"\\n" + frame)
         except BaseException as error:
             say(2, ("sandcrew: cannot collect the output files: " + str(error) + "\\n").encode())
         os._exit(0)
     os.waitpid(collector, 0)
     end_every_other_process(5.0)
-trailer = mark + str(code).encode() + b"\\n"
+# A "T" before the status: the run limit ended the program.
+trailer = mark + (b"T" if run_state["timed_out"] else b"") + str(code).encode() + b"\\n"
 say(1, trailer)
 say(2, trailer)
 os._exit(code)
@@ -397,7 +441,8 @@ def program_delivery(
     packed = pack_files(files or {})
     nonce = secrets.token_hex(16)
     header = (
-        f"{language} {len(program)} {nonce} {watchdog_seconds(time_limit)} "
+        f"{language} {len(program)} {nonce} {math.ceil(time_limit * 1000)} "
+        f"{watchdog_seconds(time_limit)} "
         f"{len(packed)} {artifact_bytes} {artifact_count}\n"
     )
     return Delivery(

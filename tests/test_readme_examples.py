@@ -57,3 +57,30 @@ def test_files_and_plots_example_runs(tmp_path: Path) -> None:
     assert completed.stdout.split() == ["mean", "14.0", "max", "24.0"]
     assert (tmp_path / "results" / "figure-1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "saved to results/figure-1.png" in completed.stderr
+
+
+def quick_start_lines() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Quick start") :]
+    match = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    return match.group(1).splitlines()
+
+
+@pytest.mark.docker
+def test_quick_start_first_command_works_with_no_model() -> None:
+    setup, first, needs_model, *_ = quick_start_lines()
+    assert "sandcrew images build --install-deps" in setup
+    assert "sandcrew solve" in needs_model  # the command that needs a model comes after
+    # The test environment has no model configured (no key, a closed base URL).
+    assert not os.environ.get("OPENAI_API_KEY")
+    completed = subprocess.run(
+        ["bash", "-euc", first],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "14 tasks: 14 passed, 0 failed, 0 errors, 0 timeouts" in completed.stdout

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
+from sandcrew.errors import UserError
 from sandcrew.sandbox import BaseSource, build_images, connect_docker, list_images
 
 _STEP = re.compile(r"^\s*Step \d+/\d+ ")
@@ -40,11 +41,25 @@ def build(
     rebuild_base: Annotated[
         bool, typer.Option(help="Make the debootstrap base again even if it exists.")
     ] = False,
+    tag: Annotated[
+        str | None,
+        typer.Option(help="Build the one named image under this tag instead of its own."),
+    ] = None,
+    install_deps: Annotated[
+        bool,
+        typer.Option(
+            help="Install debootstrap with apt-get when the offline base needs it (as root)."
+        ),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Print every build line.")
     ] = False,
 ) -> None:
     """Build the sandbox images (offline-capable)."""
+    if tag is not None and len(set(names or ())) != 1:
+        raise UserError(
+            "--tag needs exactly one image name, e.g. `sandcrew images build python --tag TAG`"
+        )
     console = _output.console(stderr=True)
     on_terminal = _output.is_terminal(sys.stderr)
     client = connect_docker()
@@ -61,6 +76,8 @@ def build(
             base=base,
             rebuild_base=rebuild_base,
             names=tuple(names) if names else None,
+            tag=tag,
+            install_deps=install_deps,
             on_progress=show,
         )
     for tag in tags:
@@ -74,11 +91,18 @@ def list_(as_json: options.Json = False) -> None:
     if as_json:
         _output.print_json({"images": _output.as_dicts(list_images(client))})
         return
-    table = Table("image", "status", "size", "created")
+    table = Table("image", "status", "size", "created", "Python packages")
     table.columns[0].no_wrap = True
     for image in list_images(client):
         size = f"{image.size_bytes / 1e6:.0f} MB" if image.size_bytes else ""
         status = "[green]built[/]" if image.present else f"[red]missing[/]: {image.build_command}"
         created = (image.created or "")[:16].replace("T", " ")
-        table.add_row(image.tag, status, size, created)
+        table.add_row(image.tag, status, size, created, _packages(image.packages))
     _output.console().print(table)
+
+
+def _packages(packages: tuple[str, ...] | None) -> str:
+    """What the image's label says it adds to Python's standard library (blank: it does not say)."""
+    if packages is None:
+        return ""
+    return ", ".join(packages) if packages else "standard library only"

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
+from rich.status import Status
 from rich.text import Text
 
 import sandcrew
@@ -110,6 +111,9 @@ def solve(
     )
     console = _output.console()
     stream_chat = not (quiet or as_json)
+    # Piped, a --json run keeps stderr for its one JSON error object.
+    show_waiting = not quiet and (not as_json or _output.is_terminal(sys.stderr))
+    waiting = _WaitingLine(_output.console(stderr=True)) if show_waiting else None
     with _open_transcript(transcript, keep=html is not None) as recorder:
         recorder.header(task, settings)
 
@@ -126,6 +130,7 @@ def solve(
                     on_message=on_message,
                     files=files,
                     output_files=out is not None,
+                    watcher=waiting,
                 )
             )
         except KeyboardInterrupt:
@@ -140,7 +145,12 @@ def solve(
     if html is not None:
         from sandcrew.transcript_page import write_transcript_page
 
-        write_transcript_page(recorder.records, html)
+        written = {
+            (number, artifact.name): artifact.data
+            for number, run in enumerate(result.runs)
+            for artifact in run.artifacts
+        }
+        write_transcript_page(recorder.records, html, artifact_bytes=written)
     if as_json:
         typer.echo(json.dumps(result_summary(result), indent=2))
     else:
@@ -255,6 +265,36 @@ def _print_outcome(console: Console, result: CrewResult, *, quiet: bool) -> None
     reason = result.stop_reason.value
     detail = visible_controls(result.stop_detail)
     err.print(f"[bold red]not solved[/] ({reason}): {escape(detail)}")
+
+
+class _WaitingLine:
+    """Which agent the chat waits for while its model call is in flight, on stderr.
+
+    On a terminal a status line that the reply clears; in a log (stderr not a terminal)
+    one plain line per call. Never on stdout, so ``--json`` stays one JSON document.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._live = _output.is_terminal(sys.stderr)
+        self._status: Status | None = None
+
+    def call_started(self, agent: str, model: str) -> None:
+        text = f"waiting for {agent} (model {visible_controls(model)})…"
+        if not self._live:
+            self._console.print(text, markup=False, highlight=False)
+            return
+        self._stop()
+        self._status = self._console.status(Text(text))
+        self._status.start()
+
+    def call_ended(self, agent: str, model: str) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 class _TranscriptRecorder:

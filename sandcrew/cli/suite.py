@@ -124,7 +124,13 @@ def run(
 ) -> None:
     """Solve every task of SUITE and check the results in throwaway containers."""
     from sandcrew.cli._preflight import check_before_solving, check_sandbox_image
-    from sandcrew.suites import SuiteError, load_suite, make_solver, read_json_report
+    from sandcrew.suites import (
+        CompletionsSolver,
+        SuiteError,
+        load_suite,
+        make_solver,
+        read_json_report,
+    )
 
     settings = options.settings_from_options(
         config=config,
@@ -134,6 +140,8 @@ def run(
     )
     chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
     loaded = load_suite(suite)
+    if isinstance(chosen_solver, CompletionsSolver):
+        chosen_solver.check_tasks_known(loaded)
     selected = loaded.filtered(filters or ())
     if not selected.tasks:
         raise SuiteError(
@@ -153,19 +161,23 @@ def run(
             f"{previous.solver!r}; this run is suite {selected.name!r} with solver "
             f"{solver.value!r}, so its verdicts cannot be compared"
         )
+    # Before Docker and the model: a cluster that does not answer fails within seconds.
+    task_executor = _make_executor(executor, address, isolation.value)
     if solver is SolverName.CREW:
         check_before_solving(settings)
     else:
         check_sandbox_image(settings.sandbox, "python")
+    run_model = settings.endpoint.model if solver is SolverName.CREW else None
+    if previous is not None:
+        _warn_on_baseline_differences(previous, baseline, run_model)
     sandbox_config = settings.sandbox
-    task_executor = _make_executor(executor, address, isolation.value)
 
     console = _output.console()
     final, interrupted = _run_with_progress(
         selected, chosen_solver, task_executor, concurrency, sandbox_config
     )
-    if solver is SolverName.CREW:
-        final = final.model_copy(update={"model": settings.endpoint.model})
+    if run_model is not None:
+        final = final.model_copy(update={"model": run_model})
     comparison = None
     if previous is not None:
         from sandcrew.suites import compare_with_baseline
@@ -238,11 +250,30 @@ def list_suites(as_json: options.Json = False) -> None:
 suite_app.command("evaluate")(suite_evaluate.evaluate)
 
 
+def _warn_on_baseline_differences(
+    previous: SuiteReport, baseline: Path | None, model: str | None
+) -> None:
+    """One stderr line when the baseline ran another model or sandcrew: verdicts may differ."""
+    import sandcrew
+    from sandcrew.suites import baseline_differences
+
+    differences = baseline_differences(previous, model=model, sandcrew_version=sandcrew.__version__)
+    if differences:
+        _output.console(stderr=True).print(
+            f"warning: --baseline {baseline} was run with {' and '.join(differences)}; "
+            "a change in verdicts may come from that",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _make_executor(name: ExecutorName, address: str | None, isolation: Isolation) -> TaskExecutor:
     from sandcrew.suites import LocalExecutor, RayExecutor
 
     if name is ExecutorName.RAY:
-        return RayExecutor(address=address)
+        ray_executor = RayExecutor(address=address)
+        ray_executor.check_reachable()
+        return ray_executor
     return LocalExecutor(isolation)
 
 
@@ -337,7 +368,8 @@ def _print_results(console: Console, report: SuiteReport) -> None:
             table.add_column("Rounds", justify="right")
             table.add_column("Tokens", justify="right")
             table.add_column("Stop reason")
-        table.add_column("Detail", overflow="fold", max_width=60)
+        # In a log the table is as wide as the piped console, so details keep to one line.
+        table.add_column("Detail", overflow="fold", max_width=60 if console.is_terminal else None)
         for result in shown:
             style = _STATUS_STYLES[result.status.value]
             row = [
@@ -356,12 +388,14 @@ def _print_results(console: Console, report: SuiteReport) -> None:
             table.add_row(*row)
         console.print(table)
     if hidden:
-        console.print(f"{hidden} passing tasks not listed (the --report file has every task).")
+        console.print(
+            f"{_count(hidden, 'passing task')} not listed (the --report file has every task)."
+        )
     counts = report.counts
     summary = (
-        f"{counts.total} tasks: [green]{counts.passed} passed[/], "
-        f"[red]{counts.failed} failed[/], [magenta]{counts.errors} errors[/], "
-        f"[yellow]{counts.timeouts} timeouts[/]"
+        f"{_count(counts.total, 'task')}: [green]{counts.passed} passed[/], "
+        f"[red]{counts.failed} failed[/], [magenta]{_count(counts.errors, 'error')}[/], "
+        f"[yellow]{_count(counts.timeouts, 'timeout')}[/]"
     )
     if counts.not_run:
         summary += f", {counts.not_run} not run"
@@ -372,7 +406,8 @@ def _print_comparison(
     console: Console, comparison: BaselineComparison, baseline: Path | None
 ) -> None:
     if comparison.regressions:
-        console.print(f"[bold red]{len(comparison.regressions)} regressions[/] since {baseline}:")
+        regressions = _count(len(comparison.regressions), "regression")
+        console.print(f"[bold red]{regressions}[/] since {baseline}:")
         for change in comparison.regressions:
             detail = _last_lines(change.detail, lines=1)
             console.print(
@@ -382,13 +417,17 @@ def _print_comparison(
     else:
         console.print(f"[green]No regressions[/] since {baseline}.")
     if comparison.fixes:
-        console.print(f"[bold green]{len(comparison.fixes)} fixes[/]:")
+        console.print(f"[bold green]{_count(len(comparison.fixes), 'fix', 'fixes')}[/]:")
         for change in comparison.fixes:
             console.print(f"  [green]{_cell(change.task_id)}[/]: {change.before} → {change.after}")
     if comparison.still_failing:
-        console.print(f"{len(comparison.still_failing)} tasks still do not pass.")
+        still = len(comparison.still_failing)
+        console.print(f"{_count(still, 'task')} still {'does' if still == 1 else 'do'} not pass.")
     if comparison.new_tasks:
-        console.print(f"{len(comparison.new_tasks)} tasks are new (not in the baseline).")
+        new = len(comparison.new_tasks)
+        console.print(
+            f"{_count(new, 'task')} {'is' if new == 1 else 'are'} new (not in the baseline)."
+        )
 
 
 def _exit_code(
@@ -404,6 +443,11 @@ def _exit_code(
     if report.all_passed or allow_failures:
         return 0
     return FAILURE_EXIT
+
+
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 task``, ``2 tasks``: the noun agrees with the number."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
 def _optional(value: int | None) -> str:

@@ -17,9 +17,15 @@ def transcript(
     html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
 ) -> None:
     """Render a solve transcript as a self-contained HTML page."""
-    from sandcrew.transcript_page import read_transcript, write_transcript_page
+    from sandcrew.transcript_page import (
+        read_transcript,
+        saved_artifact_bytes,
+        write_transcript_page,
+    )
 
     if not html.parent.is_dir():
         raise UserError(f"--html {html}: the folder {html.parent} does not exist")
-    write_transcript_page(read_transcript(source), html)
+    records = read_transcript(source)
+    # The images among the files that `solve --out` saved are shown on the page.
+    write_transcript_page(records, html, artifact_bytes=saved_artifact_bytes(records))
     Console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")

@@ -18,6 +18,7 @@ from sandcrew.agents import (
     GroupChat,
     Message,
     MiddlewareAgent,
+    ModelCallWatcher,
     OpenAIChatAgent,
     StopReason,
     TextMessage,
@@ -31,9 +32,9 @@ from sandcrew.crew._admin import CompletionMiddleware
 from sandcrew.crew._code_facts import code_to_run
 from sandcrew.crew._prompts import (
     ADMIN_PROMPT,
-    CODER_PROMPT,
     INTRODUCTIONS,
     REVIEWER_PROMPT,
+    coder_prompt,
     describe_run_files,
 )
 from sandcrew.crew._review import VerdictMiddleware, review_code_block
@@ -89,8 +90,12 @@ class Crew:
         client: openai.AsyncOpenAI | None = None,
         files: Mapping[str, bytes] | None = None,
         output_files: bool = False,
+        packages: tuple[str, ...] | None = None,
+        watcher: ModelCallWatcher | None = None,
     ) -> None:
         self.settings = settings
+        self.watcher = watcher
+        """Told when each model call starts and ends (``sandcrew solve`` shows who it waits for)."""
         self.files = dict(files or {})
         """Input files every run receives; the task tells the crew about them."""
         self._output_files = output_files
@@ -106,7 +111,7 @@ class Crew:
         ).use(CompletionMiddleware())
         self.coder = self._model_agent(
             "coder",
-            CODER_PROMPT,
+            coder_prompt(packages),
             "Writes one Python code block that prints the result.",
             temperature=0.4,
         )
@@ -143,6 +148,7 @@ class Crew:
             temperature=temperature,
             client=self.client,
             token_meter=self.token_meter,
+            watcher=self.watcher,
         )
         return agent.use(self._context_fit(prompt))
 
@@ -175,6 +181,7 @@ class Crew:
                 model=self.settings.model_for("admin"),
                 client=self.client,
                 token_meter=self.token_meter,
+                watcher=self.watcher,
             ).use(self._context_fit(""))
         chat = GroupChat(
             members,
@@ -274,17 +281,37 @@ async def solve_task(
     on_message: OnMessage | None = None,
     files: Mapping[str, bytes] | None = None,
     output_files: bool = False,
+    watcher: ModelCallWatcher | None = None,
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given.
 
     ``files`` go into every run's work dir; with ``output_files`` the task also
-    tells the crew that files written into ``out/`` are returned.
+    tells the crew that files written into ``out/`` are returned. With a Docker
+    sandbox, the coder is told which Python packages the image has (when its
+    label says). ``watcher`` is told when each model call starts and ends.
     """
     if sandbox is not None:
-        async with Crew(settings, sandbox, files=files, output_files=output_files) as crew:
-            return await crew.solve(task, on_message=on_message)
-    async with (
-        DockerSandbox(settings.sandbox) as owned,
-        Crew(settings, owned, files=files, output_files=output_files) as crew,
-    ):
+        return await _solve_in(task, settings, sandbox, on_message, files, output_files, watcher)
+    async with DockerSandbox(settings.sandbox) as owned:
+        return await _solve_in(task, settings, owned, on_message, files, output_files, watcher)
+
+
+async def _solve_in(
+    task: str,
+    settings: CrewSettings,
+    sandbox: Sandbox,
+    on_message: OnMessage | None,
+    files: Mapping[str, bytes] | None,
+    output_files: bool,
+    watcher: ModelCallWatcher | None,
+) -> CrewResult:
+    packages = await sandbox.image_packages() if isinstance(sandbox, DockerSandbox) else None
+    async with Crew(
+        settings,
+        sandbox,
+        files=files,
+        output_files=output_files,
+        packages=packages,
+        watcher=watcher,
+    ) as crew:
         return await crew.solve(task, on_message=on_message)

@@ -6,19 +6,45 @@ from collections.abc import Mapping
 
 from sandcrew.agents import COMPLETE_SIGNAL
 
-CODER_PROMPT = """You act as a Python coder: you write Python code to resolve the task. \
+_CODER_PROMPT = """You act as a Python coder: you write Python code to resolve the task. \
 Once you finish writing code, ask runner to run the code for you.
 Here're some rules to follow on writing Python code:
 - put the code between ```python and ``` (use ```bash only when the task asks for shell commands)
 - write exactly one code block per message
 - write a top-level script: its statements run directly; do not hide the work in a main \
 function that is never called
-- use the Python standard library only; avoid external packages unless the task says otherwise
+- {packages}
 - always print the result to the console. Don't write code that doesn't print out anything.
 - the code runs in a sandbox without network access, with a short time limit
 If the reviewer comments on your code, fix it and send the whole code again.
 If your code is incorrect, runner will tell you the error message. Fix the error and send \
 the code again."""
+
+_UNKNOWN_PACKAGES = (
+    "use the Python standard library only; avoid external packages unless the task says otherwise"
+)
+
+
+def coder_prompt(packages: tuple[str, ...] | None = None) -> str:
+    """The coder's instructions, naming the Python packages the sandbox has when that is known.
+
+    ``packages``: what the image adds to the standard library (``()``: nothing);
+    ``None`` when the image does not say.
+    """
+    if packages is None:
+        rule = _UNKNOWN_PACKAGES
+    elif not packages:
+        rule = "use the Python standard library only: the sandbox has no other packages"
+    else:
+        rule = (
+            "the sandbox has the Python standard library and these packages (with their "
+            f"dependencies): {', '.join(packages)}; use them where they help, and no others"
+        )
+    return _CODER_PROMPT.format(packages=rule)
+
+
+CODER_PROMPT = coder_prompt()
+"""The coder's instructions when the image does not say which packages it has."""
 
 REVIEWER_PROMPT = """You review the code block written by coder. Always answer by calling \
 the review_code_block function, with one argument per check, judged from coder's last message."""

@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar
 
 from sandcrew.agents import Message
+from sandcrew.core import UserError
 from sandcrew.crew import CrewSettings, solve_task
 from sandcrew.mcp._tools import MIB, LanguagesResult, RunCodeResult, ServerLimits, SolveResult
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
@@ -117,13 +118,15 @@ class SandboxToolbox:
         timeout: float | None,  # noqa: ASYNC109  (the program's limit, enforced by the sandbox)
         memory_bytes: int | None,
         network: bool,
+        files: dict[str, str] | None = None,
     ) -> RunCodeResult:
         limits = self._limits
         # The schemas refuse larger values; this keeps the limits true for direct callers too.
         time_limit = min(timeout or limits.max_timeout, limits.max_timeout)
         memory = min(memory_bytes or limits.max_memory_bytes, limits.max_memory_bytes)
         sandbox = self._sandbox(memory, network and limits.allow_network)
-        run = asyncio.ensure_future(self._run_in_slot(sandbox, code, language, time_limit))
+        inputs = {name: _utf8(name, text) for name, text in (files or {}).items()}
+        run = asyncio.ensure_future(self._run_in_slot(sandbox, code, language, time_limit, inputs))
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
         try:
@@ -142,9 +145,10 @@ class SandboxToolbox:
         code: str,
         language: str,
         timeout: float,  # noqa: ASYNC109
+        files: dict[str, bytes],
     ) -> ExecutionResult:
         async with self._slots:
-            return await sandbox.run(code, language, timeout=timeout)
+            return await sandbox.run(code, language, timeout=timeout, files=files or None)
 
     def list_languages(self) -> LanguagesResult:
         sandbox = self._sandbox(self._limits.max_memory_bytes, False)
@@ -176,3 +180,10 @@ class SandboxToolbox:
             rounds=result.rounds,
             runs=len(result.runs),
         )
+
+
+def _utf8(name: str, text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise UserError(f"input file {name!r}: its content is not valid Unicode text") from None

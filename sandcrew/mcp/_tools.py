@@ -33,6 +33,22 @@ class ServerLimits(BaseModel):
     """Whether a client may ask for network access (runs are offline unless asked)."""
 
 
+INLINE_ARTIFACT_BYTES = 64 * 1024
+"""A file the program wrote comes back with its bytes only up to this size."""
+
+
+class ArtifactResult(BaseModel):
+    """One file the program wrote into ``out/``."""
+
+    name: str
+    """Its path below ``out/``."""
+    size: int
+    media_type: str
+    """Guessed from the name."""
+    data_base64: str | None
+    """Its bytes, base64-encoded, when it is at most 64 KiB; else ``None``."""
+
+
 class RunCodeResult(BaseModel):
     """What a program did. Its failure (non-zero exit, timeout, OOM) is data, not an error."""
 
@@ -49,6 +65,10 @@ class RunCodeResult(BaseModel):
     duration: float
     timeout: float
     memory_limit_bytes: int
+    artifacts: list[ArtifactResult] = []
+    """The files the program wrote into ``out/``."""
+    artifacts_truncated: bool = False
+    """Some files were left out (over the count or size caps)."""
 
     @classmethod
     def of(cls, result: ExecutionResult) -> "RunCodeResult":
@@ -65,6 +85,18 @@ class RunCodeResult(BaseModel):
             duration=round(result.duration, 3),
             timeout=result.timeout,
             memory_limit_bytes=result.memory_limit_bytes,
+            artifacts=[
+                ArtifactResult(
+                    name=artifact.name,
+                    size=artifact.size,
+                    media_type=artifact.media_type,
+                    data_base64=(
+                        artifact.data_base64() if artifact.size <= INLINE_ARTIFACT_BYTES else None
+                    ),
+                )
+                for artifact in result.artifacts
+            ],
+            artifacts_truncated=result.artifacts_truncated,
         )
 
 
@@ -100,6 +132,7 @@ class Toolbox(Protocol):
         timeout: float | None,  # noqa: ASYNC109  (the program's limit, enforced by the sandbox)
         memory_bytes: int | None,
         network: bool,
+        files: dict[str, str] | None = None,
     ) -> RunCodeResult: ...
 
     def list_languages(self) -> LanguagesResult: ...
@@ -146,11 +179,22 @@ def tool_contracts(
         network: Annotated[
             bool, Field(description=network_note, json_schema_extra={"enum": network_values})
         ] = False,
+        files: Annotated[
+            dict[str, str] | None,
+            Field(
+                description=(
+                    "Text files put into the program's working directory before it starts, "
+                    "read-only: relative name (e.g. data/input.csv) to its UTF-8 content."
+                )
+            ),
+        ] = None,
     ) -> RunCodeResult:
         """Run a program in a new, hardened, throwaway container and report what it did.
 
         The program's own failure (non-zero exit code, timeout, out-of-memory kill) is
         reported in the result; stdout and stderr are capped and flagged when truncated.
+        Files the program writes into the folder out/ of its working directory come back
+        in artifacts (with their bytes up to 64 KiB each).
         """
         return await toolbox.run_code(
             code,
@@ -158,6 +202,7 @@ def tool_contracts(
             timeout=timeout,
             memory_bytes=None if memory_mb is None else memory_mb * MIB,
             network=network,
+            files=files,
         )
 
     @function(strict=False)

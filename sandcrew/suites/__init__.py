@@ -7,7 +7,12 @@ XML and compared with a previous one by :func:`compare_with_baseline`. The
 ``sandcrew suite`` command is a thin shell around these.
 """
 
-from ._baseline import BaselineComparison, StatusChange, compare_with_baseline
+from ._baseline import (
+    BaselineComparison,
+    StatusChange,
+    baseline_differences,
+    compare_with_baseline,
+)
 from ._check_executors import (
     BatchCheckExecutor,
     CheckExecutor,
@@ -99,6 +104,7 @@ __all__ = [
     "TaskResult",
     "TaskStatus",
     "answer_matches",
+    "baseline_differences",
     "check_executor",
     "check_program",
     "compare_with_baseline",

@@ -76,3 +76,21 @@ def compare_with_baseline(report: SuiteReport, baseline: SuiteReport) -> Baselin
         new_tasks=tuple(new_tasks),
         missing_tasks=missing,
     )
+
+
+def baseline_differences(
+    baseline: SuiteReport, *, model: str | None, sandcrew_version: str | None
+) -> list[str]:
+    """What differs between the baseline's run and this one beyond the tasks themselves.
+
+    Each item names the baseline's value and this run's, e.g. ``model 'a' (now 'b')``.
+    A value the baseline does not record is not a difference.
+    """
+    differences = []
+    if baseline.model is not None and baseline.model != model:
+        differences.append(f"model {baseline.model!r} (now {model!r})")
+    if baseline.sandcrew_version is not None and baseline.sandcrew_version != sandcrew_version:
+        differences.append(
+            f"sandcrew {baseline.sandcrew_version} (now {sandcrew_version or 'unknown'})"
+        )
+    return differences

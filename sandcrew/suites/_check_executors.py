@@ -125,7 +125,9 @@ class BatchCheckExecutor:
         slots = min(concurrency, max(1, len(checks)))
         config = self.sandbox_config or SandboxConfig()
         async with BatchSandbox(config, slots=slots) as sandbox:
-            await _check_in(sandbox, checks, slots, on_outcome)
+            # More checks in flight than slots: a slot that frees starts the next
+            # check inside the container, without waiting for this host.
+            await _check_in(sandbox, checks, sandbox.programs_at_once, on_outcome)
 
 
 def check_executor(

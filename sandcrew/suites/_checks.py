@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 DETAIL_CHARS = 300
 """Characters of stderr (its tail) kept as a failing task's detail."""
+OUTPUT_CHARS = 4000
+"""Characters of a check's output (its tail) kept in the report."""
 
 # Integers with thousands separators ("63,245,986") or plain digits, optional
 # fraction and exponent. A list such as "1,2,3" stays three numbers.
@@ -83,12 +85,14 @@ def _defines_function(code: str, name: str) -> bool:
 def check_answer(task: AnswerTask, *candidates: str | None) -> TaskOutcome:
     """Pass when any of the candidate texts holds the expected answer."""
     texts = [text for text in candidates if text is not None]
+    output = _tail(texts[0], OUTPUT_CHARS) if texts else ""
     if any(answer_matches(task.expected, text) for text in texts):
-        return TaskOutcome(status=TaskStatus.PASS)
+        return TaskOutcome(status=TaskStatus.PASS, output=output)
     shown = _tail(texts[0].strip(), 120) if texts else "nothing"
     return TaskOutcome(
         status=TaskStatus.FAIL,
         detail=f"expected {describe_expected(task.expected)}, got {shown!r}",
+        output=output,
     )
 
 
@@ -107,8 +111,10 @@ def sealed_outcome(sealed: SealedCheck, result: ExecutionResult) -> TaskOutcome:
     """pass only with the harness's evidence; timeout when killed at the deadline; else fail."""
     if result.timed_out or result.oom_killed:
         return outcome_of_run(result)
+    # The pass token is the harness's, not the task's output.
+    output = run_output(result, drop_suffix=sealed.token_line)
     if sealed.passed(result.exit_code, result.stdout):
-        return TaskOutcome(status=TaskStatus.PASS, container_runs=1)
+        return TaskOutcome(status=TaskStatus.PASS, container_runs=1, output=output)
     if result.exit_code == sealed.pass_status and result.stdout_truncated:
         detail = (
             "the program printed more than the sandbox keeps, which cut off the "
@@ -120,7 +126,7 @@ def sealed_outcome(sealed: SealedCheck, result: ExecutionResult) -> TaskOutcome:
         )
     else:
         detail = _tail(result.stderr.strip(), DETAIL_CHARS) or f"exit code {result.exit_code}"
-    return TaskOutcome(status=TaskStatus.FAIL, container_runs=1, detail=detail)
+    return TaskOutcome(status=TaskStatus.FAIL, container_runs=1, detail=detail, output=output)
 
 
 async def run_answer_program(task: AnswerTask, code: str, sandbox: Sandbox) -> TaskOutcome:
@@ -128,24 +134,39 @@ async def run_answer_program(task: AnswerTask, code: str, sandbox: Sandbox) -> T
     result = await sandbox.run(code, "python", timeout=task.timeout)
     if not result.ok:
         return outcome_of_run(result)
-    return check_answer(task, result.stdout).model_copy(update={"container_runs": 1})
+    return check_answer(task, result.stdout).model_copy(
+        update={"container_runs": 1, "output": run_output(result)}
+    )
 
 
 def outcome_of_run(result: ExecutionResult) -> TaskOutcome:
     """pass on exit 0 (answer programs); timeout when the deadline killed it; fail otherwise."""
+    output = run_output(result)
     if result.timed_out:
         return TaskOutcome(
             status=TaskStatus.TIMEOUT,
             container_runs=1,
             detail=f"timed out after {result.timeout:g}s",
+            output=output,
         )
     if result.ok:
-        return TaskOutcome(status=TaskStatus.PASS, container_runs=1)
+        return TaskOutcome(status=TaskStatus.PASS, container_runs=1, output=output)
     if result.oom_killed:
         detail = "killed: out of memory"
     else:
         detail = _tail(result.stderr.strip(), DETAIL_CHARS) or f"exit code {result.exit_code}"
-    return TaskOutcome(status=TaskStatus.FAIL, container_runs=1, detail=detail)
+    return TaskOutcome(status=TaskStatus.FAIL, container_runs=1, detail=detail, output=output)
+
+
+def run_output(result: ExecutionResult, *, drop_suffix: str = "") -> str:
+    """A run's stdout, then its stderr, as a report keeps them (the tail, ``OUTPUT_CHARS``)."""
+    stdout = result.stdout
+    if drop_suffix and stdout.endswith(drop_suffix):
+        stdout = stdout[: -len(drop_suffix)]
+    streams = (text for text in (stdout, result.stderr) if text)
+    return _tail(
+        "".join(text if text.endswith("\n") else f"{text}\n" for text in streams), OUTPUT_CHARS
+    )
 
 
 def _tail(text: str, limit: int) -> str:

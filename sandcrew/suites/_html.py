@@ -183,6 +183,11 @@ def _row(result: TaskResult, change: str | None) -> str:
             f"<details><summary>{escape(headline[:160])}</summary>"
             f"<pre>{escape(result.detail)}</pre></details>"
         )
+    if result.output:
+        detail += (
+            '<details class="output"><summary>output</summary>'
+            f"<pre>{escape(result.output)}</pre></details>"
+        )
     cells = [
         escape(result.task_id),
         f'<span class="status {status}">{status}</span>',

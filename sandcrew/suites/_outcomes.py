@@ -36,6 +36,9 @@ class TaskOutcome(BaseModel):
     """Why the crew stopped (crew solver only)."""
     detail: str = ""
     """A short explanation of a non-pass: the tail of stderr, the wrong answer, the error."""
+    output: str = ""
+    """What the task's check saw: its program's stdout then stderr, or the answer text
+    checked when no program ran (its tail, at most 4,000 characters)."""
 
 
 class TaskResult(BaseModel):
@@ -54,6 +57,8 @@ class TaskResult(BaseModel):
     total_tokens: int | None = None
     stop_reason: str | None = None
     detail: str = ""
+    output: str = ""
+    """The check's stdout then stderr, or the answer text checked (see ``TaskOutcome``)."""
 
     @property
     def passed(self) -> bool:

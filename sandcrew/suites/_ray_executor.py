@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from sandcrew.errors import ErrorCode, InfrastructureError
 
 from ._errors import SuiteError
 from ._outcomes import TaskResult
@@ -25,6 +29,10 @@ if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig
 
 RAY_INSTALL = "pip install 'sandcrew[ray]'"
+CONNECT_TIMEOUT = 5.0
+"""Seconds a cluster address may take to accept a connection before the run gives up."""
+_DEFAULT_PORTS = {"ray": 10001, "": 6379}
+"""Ray Client's port for ``ray://`` addresses, the GCS port for ``host`` alone."""
 
 
 class RayExecutor:
@@ -81,10 +89,32 @@ class RayExecutor:
                 # Stopping a local Ray takes seconds: keep the event loop (and Ctrl-C) responsive.
                 await asyncio.to_thread(ray.shutdown)
 
+    def check_reachable(self) -> None:
+        """Ray is installed and the cluster's address accepts connections (within seconds).
+
+        Addresses that Ray resolves itself (``auto``, ``local``) and no address (a local Ray
+        started for the run) are left to Ray.
+        """
+        _import_ray()
+        endpoint = _tcp_endpoint(self.address) if self.address is not None else None
+        if endpoint is None:
+            return
+        try:
+            socket.create_connection(endpoint, timeout=CONNECT_TIMEOUT).close()
+        except OSError as error:
+            reason = "timed out" if isinstance(error, TimeoutError) else error.strerror or error
+            raise InfrastructureError(
+                f"the Ray cluster at {self.address} does not answer ({reason}); "
+                "start it with `ray start --head` or fix --address",
+                code=ErrorCode.CLUSTER_UNREACHABLE,
+                retryable=True,
+            ) from None
+
     def _connect(self, ray: Any) -> bool:
         """Join the cluster (or start a local one); True when this call started Ray."""
         if ray.is_initialized():
             return False
+        self.check_reachable()
         options: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": False,
@@ -97,9 +127,11 @@ class RayExecutor:
         try:
             ray.init(**options)
         except ConnectionError as error:
-            raise SuiteError(
-                f"Cannot reach the Ray cluster at {self.address!r} ({error}); "
-                f"start it with `ray start --head` or fix --address"
+            raise InfrastructureError(
+                f"the Ray cluster at {self.address} could not be joined ({error}); "
+                "start it with `ray start --head` or fix --address",
+                code=ErrorCode.CLUSTER_UNREACHABLE,
+                retryable=True,
             ) from None
         return True
 
@@ -126,6 +158,20 @@ def _unwrapped(ray: Any, group: BaseExceptionGroup[BaseException]) -> BaseExcept
         cause = error.as_instanceof_cause()
         return cause if isinstance(cause, BaseException) else error
     return error
+
+
+def _tcp_endpoint(address: str) -> tuple[str, int] | None:
+    """Host and port of ``host[:port]`` or ``ray://host[:port]``; None for ``auto``, ``local``."""
+    if address in ("auto", "local"):
+        return None
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise SuiteError(f"--address {address}: the port is not a number from 0 to 65535") from None
+    if not parts.hostname:
+        raise SuiteError(f"--address {address}: expected HOST:PORT or ray://HOST:PORT")
+    return parts.hostname, port or _DEFAULT_PORTS.get(parts.scheme, 6379)
 
 
 def _import_ray() -> Any:

@@ -112,7 +112,8 @@ def write_junit(report: SuiteReport, path: Path) -> None:
     """Write ``report`` as JUnit XML: one ``testsuite``, one ``testcase`` per task.
 
     ``fail`` and ``timeout`` are ``failure`` elements, ``error`` is an ``error``
-    element, tasks left unfinished by an interruption are ``skipped``.
+    element, tasks left unfinished by an interruption are ``skipped``; each task's
+    output is its ``system-out``. The file validates against the common junit-10.xsd.
     """
     counts = report.counts
     attributes = {
@@ -147,6 +148,8 @@ def write_junit(report: SuiteReport, path: Path) -> None:
                 case, "error", {"message": _summary_line(result.detail), "type": "error"}
             )
             error.text = _xml_safe(result.detail)
+        if result.output:
+            ET.SubElement(case, "system-out").text = _xml_safe(result.output)
     for task_id in report.not_run:
         case = ET.SubElement(suite, "testcase", {"classname": report.suite, "name": task_id})
         ET.SubElement(case, "skipped", {"message": "not run: the suite run was interrupted"})

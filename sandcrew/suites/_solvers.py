@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ._checks import check_answer, run_answer_program, run_code_check
 from ._errors import SuiteError
 from ._outcomes import TaskOutcome, TaskStatus
-from ._tasks import AnswerTask, CodeTask
+from ._tasks import AnswerTask, CodeTask, Suite
 
 if TYPE_CHECKING:
     from sandcrew.crew import CrewSettings
@@ -65,9 +65,17 @@ class CompletionsSolver:
 
     name = SolverName.COMPLETIONS.value
 
-    def __init__(self, completions: Mapping[str, str], *, source: str = "completions") -> None:
+    def __init__(
+        self,
+        completions: Mapping[str, str],
+        *,
+        source: str = "completions",
+        lines: Mapping[str, int] | None = None,
+    ) -> None:
         self.completions = dict(completions)
         self.source = source
+        self.lines = dict(lines or {})
+        """Task id → the line of the file its completion is on (for error messages)."""
 
     @classmethod
     def from_file(cls, path: Path) -> CompletionsSolver:
@@ -96,7 +104,19 @@ class CompletionsSolver:
         if problems:
             listed = "; ".join(problems)
             raise SuiteError(f"Invalid completions file {path}: {listed}")
-        return cls(completions, source=str(path))
+        return cls(completions, source=str(path), lines=seen_on)
+
+    def check_tasks_known(self, suite: Suite) -> None:
+        """Refuse completions for tasks ``suite`` does not have (a typo, another suite's ids)."""
+        known = {task.id for task in suite.tasks}
+        problems = [
+            (f"line {self.lines[task_id]}: " if task_id in self.lines else "")
+            + f"task_id {task_id!r} is not a task of suite {suite.name!r}"
+            for task_id in self.completions
+            if task_id not in known
+        ]
+        if problems:
+            raise SuiteError(f"Invalid completions file {self.source}: {'; '.join(problems)}")
 
     async def solve(self, task: AnswerTask | CodeTask, sandbox: Sandbox) -> TaskOutcome:
         completion = self.completions.get(task.id)

@@ -351,3 +351,37 @@ async def test_a_text_reply_is_not_read_as_a_call_when_no_tools_were_offered(
     reply = await model_agent("coder").generate_reply(TASK)
     assert not isinstance(reply, ToolCallMessage)
     assert reply.content == text
+
+
+# --- watching model calls ---------------------------------------------------------------------
+
+
+class _Watcher:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def call_started(self, agent: str, model: str) -> None:
+        self.events.append(("started", agent, model))
+
+    def call_ended(self, agent: str, model: str) -> None:
+        self.events.append(("ended", agent, model))
+
+
+async def test_a_watcher_sees_each_call_start_and_end_even_when_it_fails(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory
+) -> None:
+    scripted_model_server.add(
+        Turn(content="", times=2),  # an empty reply asked again: still one call
+        Turn(status=500, error_message="overloaded"),
+    )
+    watcher = _Watcher()
+    agent = model_agent("coder", model="small-model", retries=0, watcher=watcher)
+
+    with pytest.raises(EmptyReplyError):
+        await agent.generate_reply(TASK)
+    with pytest.raises(InfrastructureError, match="500"):
+        await agent.generate_reply(TASK)
+
+    assert len(scripted_model_server.requests) == 3
+    one_call = [("started", "coder", "small-model"), ("ended", "coder", "small-model")]
+    assert watcher.events == one_call * 2

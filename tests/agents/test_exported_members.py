@@ -47,6 +47,7 @@ def test_agents_exports() -> None:
             "HumanInputMiddleware",
             "HumanInputMode",
             "Message",
+            "ModelCallWatcher",
             "ModelEndpoint",
             "Middleware",
             "MiddlewareAgent",

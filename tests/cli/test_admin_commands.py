@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -11,7 +17,13 @@ import pytest
 
 from sandcrew.cli.doctor import security_checks
 from sandcrew.sandbox import DEFAULT_IMAGES, BaseSource, build_images
-from sandcrew.sandbox._images import OFFLINE_BASE_IMAGE, configured_debian_mirror
+from sandcrew.sandbox._images import (
+    IMAGE_SPECS,
+    OFFLINE_BASE_IMAGE,
+    _build_dockerfile,
+    configured_debian_mirror,
+    image_packages,
+)
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.process import run_cli
 
@@ -116,6 +128,143 @@ def test_images_build_reuses_the_offline_base(docker_client: docker.DockerClient
     assert any(f"building {IMAGE} from {OFFLINE_BASE_IMAGE}" in line for line in lines)
     output = docker_client.containers.run(IMAGE, ["python3", "-c", "print(1)"], remove=True)
     assert output == b"1\n"
+
+
+@pytest.mark.docker
+def test_a_built_image_says_which_python_packages_it_has(
+    docker_client: docker.DockerClient,
+) -> None:
+    # The python image's build under a tag of its own (its layers come from the cache),
+    # so the shared image stays as it is.
+    [spec] = [spec for spec in IMAGE_SPECS if spec.name == "python"]
+    tag = f"sandcrew-test/python-labelled:{uuid.uuid4().hex[:12]}"
+    docker_client.images.get(OFFLINE_BASE_IMAGE)
+    try:
+        _build_dockerfile(
+            docker_client, dataclasses.replace(spec, tag=tag), OFFLINE_BASE_IMAGE, lambda _: None
+        )
+        assert image_packages(docker_client, tag) == ()
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+    # An image built without the label does not say; the data image lists its pins.
+    assert image_packages(docker_client, "sandcrew-test/never-built:none") is None
+    [data] = [spec for spec in IMAGE_SPECS if spec.name == "python-data"]
+    assert data.labels == {
+        "sandcrew.packages": "numpy 1.26.4, pandas 2.2.3, matplotlib 3.9.2, scipy 1.14.1"
+    }
+
+
+@pytest.mark.docker
+def test_images_list_has_a_packages_column() -> None:
+    completed = run_cli("images", "list", "--json")
+
+    assert completed.returncode == 0, completed.stderr
+    images = {image["name"]: image for image in json.loads(completed.stdout)["images"]}
+    # Built before the label existed, the shared images may not say (null); when they do,
+    # it is what their build pinned.
+    for name in ("python", "python-data"):
+        assert images[name]["packages"] in (None, list(_expected_packages(name)))
+
+
+def _expected_packages(name: str) -> tuple[str, ...]:
+    [spec] = [spec for spec in IMAGE_SPECS if spec.name == name]
+    listed = spec.labels["sandcrew.packages"]
+    return tuple(listed.split(", ")) if listed else ()
+
+
+@pytest.mark.docker
+def test_images_build_in_a_log_shows_step_n_of_m(docker_client: docker.DockerClient) -> None:
+    # Under a tag of its own, so the shared image stays as it is; Docker's layer cache makes
+    # the build quick, and every step is still listed.
+    tag = f"sandcrew-test/python:steps-{uuid.uuid4().hex[:12]}"
+    try:
+        completed = run_cli("images", "build", "python", "--tag", tag)
+        assert completed.returncode == 0, completed.stderr
+        steps = [
+            (int(match[1]), int(match[2]))
+            for line in completed.stderr.splitlines()
+            if (match := re.match(r"Step (\d+)/(\d+) : ", line))
+        ]
+        total = steps[0][1] if steps else 0
+        assert total >= 3, completed.stderr
+        assert steps == [(number, total) for number in range(1, total + 1)]
+        assert completed.stderr.splitlines()[-1] == f"built {tag}"
+        labels = docker_client.images.get(tag).labels
+        assert labels["sandcrew.image"] == "python"
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+
+
+def test_images_build_tag_needs_one_image() -> None:
+    completed = run_cli("images", "build", "python", "node", "--tag", "mine/sandbox:1")
+
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        "error: --tag needs exactly one image name, e.g. `sandcrew images build python --tag TAG`\n"
+    )
+
+
+def _without_debootstrap(*folders: Path) -> dict[str, str]:
+    """An environment whose PATH has no debootstrap (checked, so the shared base is safe)."""
+    path = os.pathsep.join([*map(str, folders), "/usr/bin", "/bin"])
+    assert shutil.which("debootstrap", path=path) is None
+    return {"PATH": path}
+
+
+@pytest.mark.docker
+def test_offline_build_without_debootstrap_says_how_to_install_it() -> None:
+    # --rebuild-base asks for debootstrap at once; it is missing, so nothing is built.
+    completed = run_cli(
+        "images", "build", "python", "--tag", "sandcrew-test/python:never-built",
+        "--base", "debootstrap", "--rebuild-base", env=_without_debootstrap(),
+    )  # fmt: skip
+
+    assert completed.returncode == 2, completed.stderr
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    assert completed.stderr == (
+        "error: debootstrap is not installed; with no registry reachable it makes the base "
+        f"image, as root. Install it with `{sudo}apt-get install -y debootstrap`, or build as "
+        "root with `sandcrew images build --install-deps`\n"
+    )
+
+
+@pytest.mark.docker
+def test_install_deps_installs_debootstrap_with_apt_get_then_uses_it(tmp_path: Path) -> None:
+    # Stand-ins for the system's tools: apt-get "installs" a debootstrap that fails at once,
+    # so the build stops before it could replace the shared base image.
+    calls = tmp_path / "apt-get.calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_debootstrap = "#!/bin/sh\necho 'stand-in debootstrap' >&2\nexit 1\n"
+    apt_get = bin_dir / "apt-get"
+    apt_get.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {calls}\n'
+        f'if [ "$1" = install ]; then printf %s "{fake_debootstrap}" > {bin_dir}/debootstrap;'
+        f" chmod +x {bin_dir}/debootstrap; fi\n"
+    )
+    apt_get.chmod(0o755)
+
+    completed = run_cli(
+        "images", "build", "python", "--tag", "sandcrew-test/python:never-built",
+        "--base", "debootstrap", "--rebuild-base", "--install-deps",
+        env=_without_debootstrap(bin_dir),
+    )  # fmt: skip
+
+    if os.geteuid() != 0:  # installing needs root: the command to run instead
+        assert completed.returncode == 2, completed.stderr
+        assert "`sudo apt-get install -y debootstrap`" in completed.stderr
+        assert not calls.exists()
+        return
+    assert completed.returncode == 3, completed.stderr
+    assert calls.read_text().splitlines() == [
+        "update",
+        "install -y --no-install-recommends debootstrap",
+    ]
+    assert completed.stderr.startswith("error: debootstrap failed with exit code 1")
+    assert "stand-in debootstrap" in completed.stderr
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,11 @@ def test_network_is_opt_in() -> None:
         (["run", "-", "--language", "ruby"], "puts 1", "python"),
         (["run", "-", "--memory", "lots"], "print(1)", "'--memory': must look like 256m"),
         (["run", "-", "--timeout", "-1"], "print(1)", "timeout must be > 0"),
+        (
+            ["run", "-", "--run-timeout", "0.001"],
+            "print(1)",
+            "timeout must be at least 0.1 seconds, the least in which a program can start",
+        ),
         (["run", "/nonexistent/program.py"], None, "no such file: /nonexistent/program.py"),
         (
             ["run", "-", "--image", "sandcrew/does-not-exist:1"],
@@ -101,7 +106,15 @@ def test_network_is_opt_in() -> None:
             "sandcrew images build",
         ),
     ],
-    ids=["empty", "language", "memory", "timeout", "missing-file", "missing-image"],
+    ids=[
+        "empty",
+        "language",
+        "memory",
+        "timeout",
+        "timeout-too-small",
+        "missing-file",
+        "missing-image",
+    ],
 )
 def test_usage_errors_exit_125_with_one_clear_line(
     args: list[str], stdin: str | None, expected: str

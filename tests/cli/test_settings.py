@@ -126,3 +126,31 @@ def test_doctor_reports_where_each_setting_came_from(config_file: Path) -> None:
     assert "9 (environment)" in lines["setting max_rounds"]
     assert f"admin (config file {config_file})" in lines["setting mode"]
     assert "not set (default)" in lines["setting endpoint.api_key"]
+
+
+HELP_COMMANDS = [
+    ["solve"], ["run"], ["suite", "run"], ["suite", "evaluate"], ["suite", "report"],
+    ["suite", "list"], ["images", "build"], ["images", "list"], ["doctor"], ["mcp"],
+    ["transcript"], ["sandbox", "gc"],
+]  # fmt: skip
+CHOICES = {
+    ("solve", "--mode"): "<workflow|admin|workflow+admin>",
+    ("run", "--language"): "<python|bash|javascript>",
+    ("suite run", "--solver"): "<canonical|completions|crew>",
+    ("suite run", "--executor"): "<local|ray>",
+}
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=" ".join)
+def test_help_lists_choices_and_shows_flags_without_a_type(command: list[str]) -> None:
+    completed = run_cli(*command, "-h", env={"COLUMNS": "200"})
+
+    assert completed.returncode == 0, completed.stderr
+    assert "--" in completed.stdout
+    for word in ("<bool>", "<boolean>", "BOOLEAN"):
+        assert word not in completed.stdout
+    for (name, option), choices in CHOICES.items():
+        if name == " ".join(command):
+            assert any(
+                option in line and choices in line for line in completed.stdout.splitlines()
+            ), completed.stdout

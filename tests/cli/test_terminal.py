@@ -133,6 +133,9 @@ def test_solve_runner_panel_and_answer_show_controls(tmp_path: Path) -> None:
 
     assert returncode == 0, plain(screen)
     assert_nothing_obeyed(screen)
+    # While the coder's model call is in flight a status line says so; the reply erases it.
+    waiting = screen.index("waiting for coder (model scripted)…".encode())
+    assert b"\x1b[2K" in screen[waiting : screen.index(b"Message from coder", waiting)]
     text = plain(screen)
     assert "Message from runner" in text
     assert "answer: The 39th Fibonacci number is 42 ^[]52;c;cm0gLXJmIH4=^G^[[8m." in text
@@ -175,7 +178,7 @@ def test_suite_table_shows_controls_and_the_report_keeps_them(tmp_path: Path) ->
     assert returncode == 1, plain(screen)
     # The table folds the detail across lines: look for short pieces.
     assert_nothing_obeyed(screen, shown=("ValueError", "^[[2J", "^G"))
-    assert "1 tasks: 0 passed, 1 failed" in plain(screen)
+    assert "1 task: 0 passed, 1 failed" in plain(screen)
     detail = json.loads(report.read_text())["results"][0]["detail"]
     assert f"ValueError: {message}" in detail
 

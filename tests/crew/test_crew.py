@@ -84,6 +84,19 @@ async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
     assert coder_request["temperature"] == 0.4
 
 
+async def test_a_sandbox_that_does_not_say_leaves_the_coder_to_the_standard_library(
+    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+) -> None:
+    model_server.add(*happy_path_turns())
+
+    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+
+    assert result.solved
+    [coder_request] = model_server.requests_for("coder")
+    system = coder_request.messages[0]["content"]
+    assert "use the Python standard library only; avoid external packages unless" in system
+
+
 async def test_reviewer_comments_send_the_coder_back(
     model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:

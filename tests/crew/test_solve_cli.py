@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from tests.crew.conftest import (
     happy_path_turns,
     run_cli,
 )
+from tests.sandbox.helpers import our_containers, shared_client
 
 # The crew runs its code in real containers.
 pytestmark = pytest.mark.docker
@@ -227,3 +231,54 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     )
     assert records[-1]["event"] == "result"
     assert records[-1]["stop_reason"] == "error"
+
+
+def test_solve_says_which_agent_it_waits_for_on_stderr_only(
+    model_server: ScriptedModelServer,
+) -> None:
+    coder, reviewer, admin = happy_path_turns()
+    waiting_seen = threading.Event()
+    # The coder's reply is held back until the CLI has said it waits for the coder: the line
+    # must appear while the call is in flight, not after it.
+    held_coder = coder.model_copy(update={"when": lambda body: waiting_seen.wait(60)})
+    model_server.add(held_coder, reviewer, admin)
+    command = [sys.executable, "-m", "sandcrew", "solve", FIBONACCI_TASK,
+               "--base-url", model_server.base_url, "--model", "scripted"]  # fmt: skip
+    lines: list[str] = []
+
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stderr is not None
+        for line in child.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("waiting for coder"):
+                assert not model_server.requests_for("reviewer")  # the coder has not answered
+                waiting_seen.set()
+        stdout = child.stdout.read() if child.stdout is not None else ""
+        returncode = child.wait(timeout=120)
+
+    assert returncode == 0, lines
+    assert lines == [
+        "waiting for coder (model scripted)…",
+        "waiting for reviewer (model scripted)…",
+        "waiting for admin (model scripted)…",
+    ]
+    assert "Message from coder" in stdout
+    assert "waiting for" not in stdout
+    assert our_containers(shared_client(), owner_pid=child.pid) == []
+
+
+@pytest.mark.parametrize("flag", ["--quiet", "--json"])
+def test_quiet_or_piped_json_solve_keeps_stderr_empty(
+    model_server: ScriptedModelServer, flag: str
+) -> None:
+    # A piped --json run keeps stderr for its JSON error object alone.
+    model_server.add(*happy_path_turns())
+
+    completed = run_cli(
+        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", flag
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr == ""

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import docker
+import docker.errors
 import pytest
 
+from sandcrew.sandbox._images import IMAGE_SPECS
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.crew.conftest import coder_turn, review_turn, run_cli
 from tests.programs_files import (
@@ -119,3 +126,52 @@ def test_solve_with_the_data_image_prints_the_pandas_summary_and_saves_the_figur
     assert PANDAS_SUMMARY.splitlines()[1] in completed.stdout
     assert png_size((saved / "figure-1.png").read_bytes()) == (640, 480)
     assert f"saved to {saved / 'figure-1.png'}" in completed.stdout.replace("\n", "")
+
+
+@pytest.fixture(params=["python-data", "python"])
+def labelled_image(
+    request: pytest.FixtureRequest, docker_client: docker.DockerClient
+) -> Iterator[tuple[str, str]]:
+    """A sandbox image with the labels its build now sets, under a tag of its own.
+
+    The shared images were built before the label existed; this adds only the label.
+    """
+    [spec] = [spec for spec in IMAGE_SPECS if spec.name == request.param]
+    tag = f"sandcrew-test/{spec.name}-labelled:{uuid.uuid4().hex[:12]}"
+    docker_client.images.build(
+        fileobj=io.BytesIO(f"FROM {spec.tag}\n".encode()), tag=tag, labels=spec.labels, rm=True
+    )
+    try:
+        yield tag, spec.labels["sandcrew.packages"]
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+
+
+def test_the_coder_is_told_which_packages_the_image_has(
+    model_server: ScriptedModelServer, labelled_image: tuple[str, str]
+) -> None:
+    image, packages = labelled_image
+    program = "import importlib.util\nprint(importlib.util.find_spec('pandas') is not None)\n"
+    model_server.add(
+        coder_turn(f"```python\n{program}```"),
+        review_turn(),
+        Turn(agent="admin", contains="[RUNNER_RESULT]", content="Checked.\n[COMPLETE]"),
+    )
+
+    completed = run_cli(
+        "solve", "Is pandas there?", "--base-url", model_server.base_url, "--model", "scripted",
+        "--image", image, "--quiet", "--json",
+    )  # fmt: skip
+
+    assert completed.returncode == 0, completed.stderr
+    [coder_request] = model_server.requests_for("coder")
+    system = coder_request.messages[0]["content"]
+    [run] = json.loads(completed.stdout)["runs"]
+    if packages:
+        assert packages == "numpy 1.26.4, pandas 2.2.3, matplotlib 3.9.2, scipy 1.14.1"
+        assert f"these packages (with their dependencies): {packages};" in system
+        assert run["stdout"] == "True\n"
+    else:
+        assert "use the Python standard library only: the sandbox has no other packages" in system
+        assert run["stdout"] == "False\n"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sandcrew.testing import ScriptedModelServer
-from tests.browser import dump_dom, screenshot
+from sandcrew.transcript_page import INLINE_IMAGE_BYTES, render_transcript_page
+from tests.browser import dump_dom, image_widths, screenshot
 from tests.crew.conftest import admin_final_turn, coder_turn, review_turn, run_cli
 
 # The program prints markup; the page must show it as text and run none of it.
@@ -102,3 +103,74 @@ def test_transcript_of_a_file_that_is_not_one_is_a_clear_error(tmp_path: Path) -
     assert completed.returncode == 2
     assert "line 2 is not JSON" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+# A 30x20 PNG made with the standard library, and files that only pretend to be images.
+PLOTTING_PROGRAM = r"""
+import struct, zlib
+
+def chunk(kind, data):
+    body = kind + data
+    return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+raw = b"".join(b"\x00" + b"\xc0\x30\x30" * 30 for _ in range(20))
+header = struct.pack(">IIBBBBB", 30, 20, 8, 2, 0, 0, 0)
+png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+open("out/plot.png", "wb").write(png + chunk(b"IEND", b""))
+open("out/x.png", "w").write("<script>document.body.dataset.pwned = 'png'</script>")
+open("out/drawing.svg", "w").write(
+    '<svg xmlns="http://www.w3.org/2000/svg" onload="document.body.dataset.pwned = 1"/>'
+)
+print("plotted")
+"""
+
+
+@pytest.mark.docker
+def test_the_chat_page_shows_the_plots_and_only_real_images(tmp_path: Path) -> None:
+    page, transcript, saved = tmp_path / "chat.html", tmp_path / "chat.jsonl", tmp_path / "out"
+    with ScriptedModelServer() as server:
+        server.add(
+            coder_turn(f"```python\n{PLOTTING_PROGRAM}```"),
+            review_turn(),
+            admin_final_turn(answer="plotted"),
+        )
+        completed = run_cli(
+            "solve", "Plot something.", "--base-url", server.base_url, "--model", "scripted",
+            "--html", str(page), "--transcript", str(transcript), "--out", str(saved), "--quiet",
+        )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+
+    assert image_widths(page, tmp_path / "profile") == [("out/plot.png", 30)]
+    dom = dump_dom(page, tmp_path / "profile")
+    not_an_image = "not shown: not a PNG, JPEG, GIF or WebP image; saved to"
+    for name, media_type in (("x.png", "image/png"), ("drawing.svg", "image/svg+xml")):
+        size = (saved / name).stat().st_size
+        assert f"out/{name} ({size} bytes, {media_type}): {not_an_image} {saved / name}" in dom
+    assert "data-pwned" not in _open(page, tmp_path).body
+
+    # From the transcript, the images come from the files --out saved.
+    again = tmp_path / "again.html"
+    rendered = run_cli("transcript", str(transcript), "--html", str(again))
+    assert rendered.returncode == 0, rendered.stderr
+    assert image_widths(again, tmp_path / "profile") == [("out/plot.png", 30)]
+    assert "data-pwned" not in _open(again, tmp_path).body
+
+
+def test_a_large_image_is_named_not_shown() -> None:
+    large = b"\x89PNG\r\n\x1a\n" + bytes(INLINE_IMAGE_BYTES)
+    records = [
+        {"event": "message", "sender": "coder", "content": "```python\nprint(1)\n```"},
+        {
+            "event": "run",
+            "sender": "runner",
+            "data": {
+                "exit_code": 0,
+                "artifacts": [{"name": "big.png", "size": len(large), "media_type": "image/png"}],
+            },
+        },
+    ]
+
+    html = render_transcript_page(records, artifact_bytes={(0, "big.png"): large})
+
+    assert "<img" not in html
+    assert f"out/big.png ({len(large)} bytes, image/png): not shown: larger than 2 MiB" in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from tests.mcp_server.helpers import (
 )
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
+from tests.programs_files import CSV, CSV_SUMMARY, CSV_TO_PNG_PROGRAM, png_size
 from tests.sandbox.helpers import our_containers, shared_client
 
 pytestmark = pytest.mark.docker
@@ -177,6 +179,21 @@ async def test_a_client_may_lower_the_limits_and_use_the_network_the_server_allo
     assert offline["stdout"] == "['lo']\n"
     assert online["stdout"] != "['lo']\n"
     assert "lo" in str(online["stdout"])
+
+
+async def test_text_files_go_in_and_the_plot_comes_back() -> None:
+    async with mcp_session() as session:
+        result = await run_code(session, code=CSV_TO_PNG_PROGRAM, files={"data.csv": CSV})
+        refusal = await _refusal(
+            session, "run_code", {"code": "print(1)", "files": {"../escape.txt": "x"}}
+        )
+
+    assert result["stdout"] == CSV_SUMMARY, result["stderr"]
+    [plot] = result["artifacts"]
+    assert (plot["name"], plot["media_type"]) == ("plot.png", "image/png")
+    assert png_size(base64.b64decode(plot["data_base64"])) == (120, 80)
+    assert result["artifacts_truncated"] is False
+    assert "input file name '../escape.txt' is refused" in refusal
 
 
 async def test_eight_parallel_calls_all_come_back_right() -> None:

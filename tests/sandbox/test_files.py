@@ -41,6 +41,29 @@ async def test_input_files_are_read_only_and_may_sit_in_folders(sandbox: DockerS
     assert result.artifacts == ()
 
 
+async def test_the_program_can_neither_chmod_nor_rewrite_an_input_file(
+    sandbox: DockerSandbox,
+) -> None:
+    program = (
+        "import os\n"
+        "for name in ('data.csv', 'sub/t.txt'):\n"
+        "    try:\n        os.chmod(name, 0o644)\n    except PermissionError:\n"
+        "        print('chmod refused')\n"
+        "    try:\n        open(name, 'w').write('changed')\n    except PermissionError:\n"
+        "        print('write refused')\n"
+        "    print(open(name).read(), oct(os.stat(name).st_mode & 0o777), os.stat(name).st_uid)\n"
+        "open('mine.txt', 'w').write('new')\n"
+        "print(open('mine.txt').read())\n"
+    )
+    result = await sandbox.run(program, files={"data.csv": b"a,b\n", "sub/t.txt": b"text"})
+
+    assert result.stdout == (
+        "chmod refused\nwrite refused\na,b\n 0o444 0\n"
+        "chmod refused\nwrite refused\ntext 0o444 0\n"
+        "new\n"
+    ), result.stderr
+
+
 async def test_links_fifos_and_odd_names_in_out_are_left_out(sandbox: DockerSandbox) -> None:
     program = (
         "import os\n"
@@ -105,6 +128,28 @@ async def test_the_artifact_count_is_capped(docker_client: docker.DockerClient) 
 
     assert [item.name for item in result.artifacts] == ["0.txt", "1.txt", "2.txt"]
     assert result.artifacts_truncated
+
+
+async def test_a_timed_out_run_still_returns_what_it_wrote_before_the_deadline(
+    docker_client: docker.DockerClient,
+) -> None:
+    program = (
+        "import time\n"
+        "with open('out/partial.txt', 'w') as handle:\n"
+        "    handle.write('rows 1-500 done')\n"
+        "print('written', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    async with DockerSandbox(SandboxConfig(timeout=2.0), docker_client=docker_client) as sandbox:
+        result = await sandbox.run(program)
+
+    assert result.timed_out, result
+    assert result.exit_code == 124
+    assert result.stdout == "written\n"
+    assert [(item.name, item.data) for item in result.artifacts] == [
+        ("partial.txt", b"rows 1-500 done")
+    ]
+    assert "out/partial.txt (15 bytes, text/plain)" in result.to_runner_message()
 
 
 async def test_a_program_cannot_forge_artifacts(sandbox: DockerSandbox) -> None:

@@ -288,6 +288,7 @@ PUBLIC_NAMES = {
     "TaskStatus",
     "answer_matches",
     "check_program",
+    "baseline_differences",
     "compare_with_baseline",
     "default_concurrency",
     "evaluate_task",

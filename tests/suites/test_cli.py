@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -96,7 +97,7 @@ def test_wrong_completions_report_json_and_junit_agree(tmp_path: Path) -> None:
         "HumanEval/19": "error",
     }
     assert "ValueError: not today" in report.result_for("HumanEval/15").detail
-    assert "10 tasks: 6 passed, 2 failed, 1 errors, 1 timeouts" in result.output
+    assert "10 tasks: 6 passed, 2 failed, 1 error, 1 timeout" in result.output
     for task_id in not_passing:
         assert task_id in result.output
 
@@ -138,6 +139,31 @@ def _answers(path: Path, **answers: str) -> Path:
 
 
 @pytest.mark.docker
+def test_piped_suite_table_keeps_a_long_detail_on_one_line(tmp_path: Path) -> None:
+    reason = " ".join(f"because-{number}" for number in range(14))  # about 150 characters
+    completions = tmp_path / "samples.jsonl"
+    completions.write_text(
+        json.dumps({"task_id": "HumanEval/0", "completion": f"    raise ValueError({reason!r})\n"})
+        + "\n",
+        encoding="utf-8",
+    )
+    environment = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
+
+    completed = subprocess.run(
+        [
+            str(SANDCREW), "suite", "run", "humaneval", "--solver", "completions",
+            "--completions", str(completions), "--filter", "HumanEval/0",
+        ],
+        capture_output=True, text=True, timeout=120, env=environment,
+    )  # fmt: skip
+
+    assert completed.returncode == 1, completed.stderr
+    assert any(f"ValueError: {reason}" in line for line in completed.stdout.splitlines()), (
+        completed.stdout
+    )
+
+
+@pytest.mark.docker
 def test_baseline_regression_fails_the_run_and_names_the_task(
     tmp_path: Path, write_file: WriteFile
 ) -> None:
@@ -165,10 +191,10 @@ def test_baseline_regression_fails_the_run_and_names_the_task(
         "--baseline", str(baseline),
     )  # fmt: skip
     assert second.exit_code == 1, second.output
-    assert "1 regressions" in second.output
+    assert "1 regression since" in second.output
     assert "capital: pass → fail" in second.output
     assert "expected exactly 'Paris', got 'Lyon'" in second.output
-    assert "1 fixes" in second.output
+    assert "1 fix:" in second.output
     assert "year: fail → pass" in second.output
 
     same = invoke(
@@ -237,12 +263,47 @@ def test_baseline_of_another_suite_or_solver_is_refused(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("scheme", ["", "ray://"], ids=["gcs", "ray-client"])
+def test_ray_address_that_does_not_answer_exits_3_naming_it(scheme: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"{scheme}127.0.0.1:{port}"  # closed now: nothing listens there
+
+    completed = subprocess.run(
+        [str(SANDCREW), "suite", "run", "basics", "-s", "canonical",
+         "--executor", "ray", "--address", address],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert completed.returncode == 3, completed.stderr
+    assert completed.stderr == (
+        f"error: the Ray cluster at {address} does not answer (Connection refused); "
+        "start it with `ray start --head` or fix --address\n"
+    )
+
+
 @pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
 def test_usage_errors_exit_2_with_one_clear_line(args: list[str], message: str) -> None:
     completed = sandcrew("suite", "run", *args)
     assert completed.returncode == 2, completed.stderr
     assert message in " ".join(completed.stderr.split())
     assert "Traceback" not in completed.stderr
+
+
+def test_completions_for_tasks_the_suite_lacks_are_refused(tmp_path: Path) -> None:
+    completions = _answers(tmp_path / "c.jsonl", fibonacci_39="63245986", fibonaci_40="1")
+
+    completed = sandcrew(
+        "suite", "run", "basics", "-s", "completions", "--completions", str(completions),
+        "-k", "fibonacci",
+    )  # fmt: skip
+
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr == (
+        f"error: Invalid completions file {completions}: line 2: task_id 'fibonaci-40' is "
+        "not a task of suite 'basics'\n"
+    )
 
 
 def test_bad_suite_file_through_the_cli(write_file: WriteFile) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import sandcrew
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.suites import AnswerTask, CodeTask, CrewSolver, TaskStatus, load_suite, run_suite
@@ -143,3 +144,40 @@ def test_suite_cli_with_the_crew_solver_writes_a_report(
     assert result["task_id"] == "fibonacci-39"
     assert result["status"] == "pass"
     assert result["rounds"] == 4
+
+
+@pytest.mark.docker
+def test_baseline_of_another_model_or_version_warns_on_one_line(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    task = load_suite("basics").task("fibonacci-39")
+    assert isinstance(task, AnswerTask)
+    assert task.solution is not None
+    baseline = tmp_path / "baseline.json"
+    common = ("suite", "run", "basics", "--solver", "crew", "--filter", "fibonacci-39",
+              "--base-url", model_server.base_url, "--model", "scripted")  # fmt: skip
+
+    model_server.add(*crew_turns(task.prompt, task.solution))
+    first = run_cli(*common, "--report", str(baseline))
+    assert first.returncode == 0, first.stderr
+    recorded = json.loads(baseline.read_text())
+    assert (recorded["model"], recorded["sandcrew_version"]) == ("scripted", sandcrew.__version__)
+
+    model_server.add(*crew_turns(task.prompt, task.solution))
+    same = run_cli(*common, "--baseline", str(baseline))
+    assert same.returncode == 0, same.stderr
+    assert "warning" not in same.stderr
+
+    baseline.write_text(
+        json.dumps({**recorded, "model": "gpt-older", "sandcrew_version": "0.0.1"}),
+        encoding="utf-8",
+    )
+    model_server.add(*crew_turns(task.prompt, task.solution))
+    other = run_cli(*common, "--baseline", str(baseline))
+    assert other.returncode == 0, other.stderr  # a warning, not an error
+    warnings = [line for line in other.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        f"warning: --baseline {baseline} was run with model 'gpt-older' (now 'scripted') and "
+        f"sandcrew 0.0.1 (now {sandcrew.__version__}); a change in verdicts may come from that"
+    ]
+    assert "No regressions" in other.stdout
