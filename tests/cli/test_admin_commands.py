@@ -161,10 +161,10 @@ def test_images_list_has_a_packages_column() -> None:
 
     assert completed.returncode == 0, completed.stderr
     images = {image["name"]: image for image in json.loads(completed.stdout)["images"]}
-    # Built before the label existed, the shared images may not say (null); when they do,
-    # it is what their build pinned.
-    for name in ("python", "python-data"):
-        assert images[name]["packages"] in (None, list(_expected_packages(name)))
+    # What each build pinned: nothing beyond the standard library, or the data packages.
+    assert images["python"]["packages"] == []
+    assert images["python-data"]["packages"] == list(_expected_packages("python-data"))
+    assert "pandas 2.2.3" in images["python-data"]["packages"]
 
 
 def _expected_packages(name: str) -> tuple[str, ...]:
