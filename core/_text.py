@@ -27,7 +27,8 @@ def describe_invalid_value(problem: Mapping[str, Any]) -> str:
     """One validation problem (an item of pydantic's ``errors()``) as ``field: why (got …)``."""
     location = ".".join(str(part) for part in problem.get("loc", ()))
     message = str(problem.get("msg", "invalid value")).removeprefix("Value error, ")
-    shown = f"{location}: {message}" if location else message
+    # A message that already names its field ("timeout must be > 0") is not prefixed again.
+    shown = f"{location}: {message}" if location and not message.startswith(location) else message
     if "(got " in message:
         return shown
     return f"{shown} (got {problem.get('input')!r})"
