@@ -51,16 +51,14 @@ if typing.TYPE_CHECKING:
         is_clear,
         terminate_message,
     )
-    from ._openai_agent import (
-        AGENT_HEADER,
+    from ._model_errors import (
         EmptyReplyError,
         EndpointTimeoutError,
-        ModelCallWatcher,
         ModelReplyError,
-        OpenAIChatAgent,
         ToolsUnsupportedError,
         spent_usage,
     )
+    from ._openai_agent import AGENT_HEADER, ModelCallWatcher, OpenAIChatAgent
     from ._orchestrators import (
         AmbiguousWorkflowError,
         OrchestrationContext,
@@ -137,13 +135,13 @@ else:
             "is_clear": "._messages",
             "terminate_message": "._messages",
             "AGENT_HEADER": "._openai_agent",
-            "EmptyReplyError": "._openai_agent",
-            "EndpointTimeoutError": "._openai_agent",
+            "EmptyReplyError": "._model_errors",
+            "EndpointTimeoutError": "._model_errors",
             "ModelCallWatcher": "._openai_agent",
-            "ModelReplyError": "._openai_agent",
+            "ModelReplyError": "._model_errors",
             "OpenAIChatAgent": "._openai_agent",
-            "ToolsUnsupportedError": "._openai_agent",
-            "spent_usage": "._openai_agent",
+            "ToolsUnsupportedError": "._model_errors",
+            "spent_usage": "._model_errors",
             "AmbiguousWorkflowError": "._orchestrators",
             "OrchestrationContext": "._orchestrators",
             "Orchestrator": "._orchestrators",

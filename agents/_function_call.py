@@ -44,7 +44,7 @@ from ._messages import (
     Usage,
     add_usage,
 )
-from ._openai_agent import EmptyReplyError
+from ._model_errors import EmptyReplyError
 from ._tool_text import canonical_arguments
 
 if TYPE_CHECKING:

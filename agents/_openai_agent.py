@@ -27,7 +27,7 @@ Tolerance of real endpoints:
 
 Each such step is described in the reply's ``notes`` (kept in the transcript).
 
-Message conversion: the agent's own messages become ``assistant`` messages (with
+Message conversion (``_chat_format``): the agent's own messages become ``assistant`` messages (with
 ``tool_calls`` and ``tool`` results for its function calls); other agents' messages become
 ``user`` messages carrying the sender as ``name``; ``system`` text messages stay ``system``.
 The agent's own ``system_message`` goes first only when the messages bring no system message
@@ -39,46 +39,45 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import openai
 from openai.types.chat import ChatCompletion
 
-from ..core import (
-    ConfigurationError,
-    ErrorCode,
-    InfrastructureError,
-    ModelBehaviorError,
-    UserError,
-)
+from ..core import ConfigurationError, ErrorCode, InfrastructureError, UserError
 from ._agent import BaseAgent, GenerateReplyOptions, ToolChoice
+from ._chat_format import to_chat_messages
 from ._endpoint import ModelEndpoint
+from ._endpoint_failures import (
+    NO_TOOLS_WORDS,
+    backoff,
+    is_context_overflow,
+    never_sent,
+    retry_after,
+    server_message,
+    worth_retrying,
+)
 from ._messages import (
-    AggregateMessage,
     Message,
     TextMessage,
     ToolCall,
     ToolCallMessage,
-    ToolResultMessage,
     Usage,
     add_usage,
 )
+from ._model_errors import (
+    EmptyReplyError,
+    EndpointTimeoutError,
+    ModelReplyError,
+    ToolsUnsupportedError,
+)
 from ._tokens import TokenMeter, estimate_prompt_tokens, estimate_tokens, estimated_usage
+from ._tool_choice import choice_forms, choice_key, choice_label, offered_names, with_choice
 from ._tool_text import calls_from_text, without_repeats
 
 AGENT_HEADER = "X-Sandcrew-Agent"
 """Every request names the calling agent in this header (scripted test servers match on it)."""
-
-_NAME_PATTERN = re.compile(r"[^a-zA-Z0-9_-]")
-_NO_TOOLS = re.compile(
-    r"does not support tools|tools? (?:use |calling )?(?:is |are )?not supported|"
-    r"does not support (?:function|tool) call",
-    re.IGNORECASE,
-)
-_MAX_BACKOFF = 8.0
-_MAX_RETRY_AFTER = 30.0
 
 
 class ModelCallWatcher(Protocol):
@@ -91,108 +90,6 @@ class ModelCallWatcher(Protocol):
     def call_started(self, agent: str, model: str) -> None: ...
 
     def call_ended(self, agent: str, model: str) -> None: ...
-
-
-class ModelReplyError(ModelBehaviorError):
-    """A reply the product cannot use; ``usage`` is what it cost, ``notes`` what was tried."""
-
-    def __init__(
-        self, message: str, *, usage: Usage | None = None, notes: Sequence[str] = ()
-    ) -> None:
-        super().__init__(message)
-        self.usage = usage
-        self.notes = list(notes)
-
-
-class EmptyReplyError(ModelReplyError):
-    """The model answered with no text and no call."""
-
-
-class ToolsUnsupportedError(ModelReplyError):
-    """The endpoint accepts no request that offers tools (for this model)."""
-
-
-class EndpointTimeoutError(InfrastructureError):
-    """The endpoint had the request but did not answer in time; it was not sent again.
-    ``usage`` estimates what the abandoned request cost (the prompt and ``max_tokens``)."""
-
-    def __init__(self, message: str, *, usage: Usage) -> None:
-        super().__init__(message, code=ErrorCode.MODEL_UNREACHABLE, retryable=True)
-        self.usage = usage
-
-
-def spent_usage(error: BaseException) -> Usage | None:
-    """The tokens a failed model request cost, when the error knows them."""
-    usage = getattr(error, "usage", None)
-    return usage if isinstance(usage, Usage) else None
-
-
-def _participant_name(sender: str) -> str:
-    # The Chat Completions `name` field only allows [a-zA-Z0-9_-]{1,64}.
-    return _NAME_PATTERN.sub("_", sender)[:64]
-
-
-def to_chat_messages(
-    messages: Sequence[Message], *, agent_name: str, system_message: str | None = None
-) -> list[dict[str, Any]]:
-    """Our messages in the Chat Completions format, as seen by the agent ``agent_name``.
-
-    ``system_message`` is put first only when ``messages`` hold no system message.
-    """
-    converted: list[dict[str, Any]] = []
-    has_system = any(isinstance(m, TextMessage) and m.role == "system" for m in messages)
-    if system_message and not has_system:
-        converted.append({"role": "system", "content": system_message})
-    for message in messages:
-        own = message.sender == agent_name
-        if isinstance(message, TextMessage):
-            if message.role == "system":
-                converted.append({"role": "system", "content": message.content})
-            elif own:
-                converted.append({"role": "assistant", "content": message.content})
-            else:
-                converted.append(_user_message(message.content, message.sender))
-        elif isinstance(message, ToolCallMessage | AggregateMessage) and own:
-            converted.append(
-                {
-                    "role": "assistant",
-                    "content": message.text,
-                    "tool_calls": [_tool_call_param(call) for call in message.tool_calls],
-                }
-            )
-            if isinstance(message, AggregateMessage):
-                converted.extend(
-                    {"role": "tool", "tool_call_id": result.id, "content": result.content}
-                    for result in message.results
-                )
-        elif isinstance(message, ToolResultMessage) and own:
-            converted.append({"role": "assistant", "content": message.content})
-        else:
-            converted.append(_user_message(_as_text(message), message.sender))
-    return converted
-
-
-def _user_message(content: str, sender: str | None) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "user", "content": content}
-    if sender:
-        message["name"] = _participant_name(sender)
-    return message
-
-
-def _tool_call_param(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
-
-
-def _as_text(message: Message) -> str:
-    """How another agent's function calls read to this agent (it cannot see their tools)."""
-    if isinstance(message, ToolCallMessage):
-        calls = ", ".join(f"{call.name}({call.arguments})" for call in message.tool_calls)
-        return "\n".join(part for part in (message.text, f"Function calls: {calls}") if part)
-    return message.content
 
 
 class OpenAIChatAgent(BaseAgent):
@@ -314,7 +211,7 @@ class OpenAIChatAgent(BaseAgent):
         self, messages: Sequence[Message], options: GenerateReplyOptions | None
     ) -> Message:
         request = self.build_request(messages, options)
-        offered = _offered_names(request)
+        offered = offered_names(request)
         if offered and self.tools_unsupported is not None:
             raise ToolsUnsupportedError(
                 f"{self._where} cannot be offered tools: {self.tools_unsupported}"
@@ -362,31 +259,31 @@ class OpenAIChatAgent(BaseAgent):
             except openai.BadRequestError as error:
                 raise self._status_error(error) from error
         asked = request.get("tool_choice")
-        key = _choice_key(asked)
-        forms = _choice_forms(asked, offered)
+        key = choice_key(asked)
+        forms = choice_forms(asked, offered)
         if key in self._working_choice:
             remembered = self._working_choice[key]
             forms = [remembered, *(form for form in forms if form != remembered)]
         rejections: list[str] = []
         for form in forms:
-            attempt = _with_choice(request, form)
+            attempt = with_choice(request, form)
             try:
                 completion = await self._send(attempt)
             except openai.BadRequestError as error:
-                message = _server_message(error)
-                if _NO_TOOLS.search(message):
+                message = server_message(error)
+                if NO_TOOLS_WORDS.search(message):
                     self.tools_unsupported = f"HTTP 400: {message}"
                     raise ToolsUnsupportedError(
                         f"{self._where} does not support tools (HTTP 400: {message})"
                     ) from error
-                if "tool" not in message.lower() or _is_context_overflow(error):
+                if "tool" not in message.lower() or is_context_overflow(error):
                     raise self._status_error(error) from error
-                rejections.append(f"{_choice_label(form)} (HTTP 400: {message})")
+                rejections.append(f"{choice_label(form)} (HTTP 400: {message})")
                 continue
             if rejections:
                 notes.append(
                     f"the endpoint rejected tool_choice {'; '.join(rejections)}; "
-                    f"sent {_choice_label(form)} instead"
+                    f"sent {choice_label(form)} instead"
                 )
             self._working_choice[key] = form
             return completion
@@ -404,21 +301,21 @@ class OpenAIChatAgent(BaseAgent):
                     **request, extra_headers={AGENT_HEADER: self.name}
                 )
             except openai.APITimeoutError as error:
-                if _never_sent(error) and attempt < self.max_retries:
+                if never_sent(error) and attempt < self.max_retries:
                     attempt += 1
-                    await asyncio.sleep(_backoff(attempt))
+                    await asyncio.sleep(backoff(attempt))
                     continue
                 raise self._slow(request) from error
             except openai.APIConnectionError as error:
                 if attempt < self.max_retries:
                     attempt += 1
-                    await asyncio.sleep(_backoff(attempt))
+                    await asyncio.sleep(backoff(attempt))
                     continue
                 raise self._down(error, attempt + 1) from error
             except openai.APIStatusError as error:
-                if _worth_retrying(error) and attempt < self.max_retries:
+                if worth_retrying(error) and attempt < self.max_retries:
                     attempt += 1
-                    await asyncio.sleep(_retry_after(error) or _backoff(attempt))
+                    await asyncio.sleep(retry_after(error) or backoff(attempt))
                     continue
                 if error.status_code == 400 and isinstance(error, openai.BadRequestError):
                     raise
@@ -561,7 +458,7 @@ class OpenAIChatAgent(BaseAgent):
             return ConfigurationError(
                 f"{where} does not know this model or path ({detail}); check model and base_url"
             )
-        if _is_context_overflow(error):
+        if is_context_overflow(error):
             return InfrastructureError(
                 f"{where} answered that the request exceeds the model's context ({detail}); "
                 "lower context_tokens or use a model with a larger context",
@@ -579,107 +476,6 @@ class OpenAIChatAgent(BaseAgent):
             code=ErrorCode.MODEL_REJECTED,
             retryable=False,
         )
-
-
-def _offered_names(request: dict[str, Any]) -> list[str]:
-    names: list[str] = []
-    for tool in request.get("tools") or []:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-    return names
-
-
-def _choice_key(choice: Any) -> str:
-    if isinstance(choice, dict):
-        function = choice.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        return f"named:{name}"
-    return str(choice)
-
-
-def _choice_label(choice: ToolChoice | None) -> str:
-    if choice is None:
-        return "(none sent)"
-    if isinstance(choice, dict):
-        return f"named {_choice_key(choice).removeprefix('named:')!r}"
-    return repr(choice)
-
-
-def _choice_forms(asked: Any, offered: list[str]) -> list[ToolChoice | None]:
-    """``asked`` first, then the other forms that still offer the same tools (``None``:
-    send no ``tool_choice`` and let the server decide)."""
-    named: list[ToolChoice | None] = (
-        [{"type": "function", "function": {"name": offered[0]}}] if len(offered) == 1 else []
-    )
-    forced = isinstance(asked, dict) or asked == "required"
-    others: list[ToolChoice | None] = (
-        [*named, "required", "auto", None] if forced else ["auto", *named, "required", None]
-    )
-    forms: list[ToolChoice | None] = [asked]
-    forms.extend(form for form in others if form != asked)
-    return forms
-
-
-def _with_choice(request: dict[str, Any], choice: ToolChoice | None) -> dict[str, Any]:
-    updated = {key: value for key, value in request.items() if key != "tool_choice"}
-    if choice is not None:
-        updated["tool_choice"] = choice
-    return updated
-
-
-def _never_sent(error: openai.APITimeoutError) -> bool:
-    """A connect (or pool) timeout: the server never had the request."""
-    # By name: the HTTP library under the openai client differs between its versions.
-    return type(error.__cause__).__name__ in ("ConnectTimeout", "PoolTimeout")
-
-
-def _server_message(error: openai.APIStatusError) -> str:
-    """What the server said, without the client's "Error code: 400 - " prefix."""
-    body: Any = error.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    return error.message
-
-
-def _worth_retrying(error: openai.APIStatusError) -> bool:
-    advice = error.response.headers.get("x-should-retry")
-    if advice in ("true", "false"):
-        return advice == "true"
-    return error.status_code in (408, 409, 429) or error.status_code >= 500
-
-
-def _backoff(attempt: int) -> float:
-    return float(min(_MAX_BACKOFF, 0.5 * 2 ** (attempt - 1)))
-
-
-def _retry_after(error: openai.APIStatusError) -> float | None:
-    headers = error.response.headers
-    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(header)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            continue
-        if 0 <= seconds <= _MAX_RETRY_AFTER:
-            return seconds
-    return None
-
-
-_CONTEXT_OVERFLOW_WORDS = re.compile(
-    r"context[_ ]length[_ ]exceeded|maximum context length|exceeds? the (available )?context"
-    r"|context (window|size) (is )?exceeded|too many tokens",
-    re.IGNORECASE,
-)
-
-
-def _is_context_overflow(error: openai.APIStatusError) -> bool:
-    """OpenAI says ``context_length_exceeded``; vLLM, llama.cpp and others say it in words."""
-    return error.code == "context_length_exceeded" or bool(
-        _CONTEXT_OVERFLOW_WORDS.search(error.message)
-    )
 
 
 def _describe_foreign(answer: object) -> str:
