@@ -27,6 +27,7 @@ def build(
     names: Annotated[
         list[str] | None,
         typer.Argument(
+            metavar="NAME",
             help="Images to build (python, node, python-data); default: python only.",
             show_default=False,
         ),

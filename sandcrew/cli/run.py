@@ -37,7 +37,9 @@ def exit_code_for(result: ExecutionResult) -> int:
 
 
 def run(
-    source: Annotated[str, typer.Argument(help="Program file to run, or - for stdin.")],
+    source: Annotated[
+        str, typer.Argument(metavar="FILE", help="Program file to run, or - for stdin.")
+    ],
     language: Annotated[
         options.Language | None,
         typer.Option(

@@ -39,7 +39,8 @@ RESULT_FORMAT = 1
 
 def solve(
     task: Annotated[
-        str, typer.Argument(help='The task, e.g. "What\'s the 39th fibonacci number?"')
+        str,
+        typer.Argument(metavar="TASK", help='The task, e.g. "What\'s the 39th fibonacci number?"'),
     ],
     model: options.Model = None,
     base_url: options.BaseUrl = None,

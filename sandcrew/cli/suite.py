@@ -72,7 +72,10 @@ suite_app = typer.Typer(
 @suite_app.command("run")
 def run(
     suite: Annotated[
-        str, typer.Argument(help="A shipped suite (basics, humaneval) or a .yaml/.jsonl file.")
+        str,
+        typer.Argument(
+            metavar="SUITE", help="A shipped suite (basics, humaneval) or a .yaml/.jsonl file."
+        ),
     ],
     solver: Annotated[
         SolverName, typer.Option("--solver", "-s", help="Who writes the solutions.")
@@ -203,7 +206,10 @@ def run(
 
 @suite_app.command("report")
 def report_command(
-    report: Annotated[Path, typer.Argument(help="A JSON report written by `suite run --report`.")],
+    report: Annotated[
+        Path,
+        typer.Argument(metavar="REPORT", help="A JSON report written by `suite run --report`."),
+    ],
     html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
     baseline: Annotated[
         Path | None,

@@ -41,7 +41,10 @@ PLAIN_PROGRESS_SECONDS = 10.0
 def evaluate(
     samples: Annotated[
         Path,
-        typer.Argument(help="JSONL (or .jsonl.gz) of {task_id, completion} lines, any per task."),
+        typer.Argument(
+            metavar="SAMPLES",
+            help="JSONL (or .jsonl.gz) of {task_id, completion} lines, any per task.",
+        ),
     ],
     problems: Annotated[
         Path | None,

@@ -13,7 +13,9 @@ from sandcrew.errors import UserError
 
 
 def transcript(
-    source: Annotated[Path, typer.Argument(help="A transcript from `solve --transcript`.")],
+    source: Annotated[
+        Path, typer.Argument(metavar="FILE", help="A transcript from `solve --transcript`.")
+    ],
     html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
 ) -> None:
     """Render a solve transcript as a self-contained HTML page."""

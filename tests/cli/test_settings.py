@@ -133,6 +133,15 @@ HELP_COMMANDS = [
     ["suite", "list"], ["images", "build"], ["images", "list"], ["doctor"], ["mcp"],
     ["transcript"], ["sandbox", "gc"],
 ]  # fmt: skip
+USAGES = {
+    "run": "sandcrew run [OPTIONS] {FILE}",
+    "solve": "sandcrew solve [OPTIONS] {TASK}",
+    "suite run": "sandcrew suite run [OPTIONS] {SUITE}",
+    "suite evaluate": "sandcrew suite evaluate [OPTIONS] {SAMPLES}",
+    "suite report": "sandcrew suite report [OPTIONS] {REPORT}",
+    "transcript": "sandcrew transcript [OPTIONS] {FILE}",
+    "images build": "sandcrew images build [OPTIONS] [NAME]...",
+}
 CHOICES = {
     ("solve", "--mode"): "<workflow|admin|workflow+admin>",
     ("run", "--language"): "<python|bash|javascript>",
@@ -149,6 +158,9 @@ def test_help_lists_choices_and_shows_flags_without_a_type(command: list[str]) -
     assert "--" in completed.stdout
     for word in ("<bool>", "<boolean>", "BOOLEAN"):
         assert word not in completed.stdout
+    # Arguments are named for what they take (FILE, TASK, SUITE), not for the parameter.
+    usage = completed.stdout.split("Usage: ", 1)[1].splitlines()[0]
+    assert usage == USAGES.get(" ".join(command), usage), usage
     for (name, option), choices in CHOICES.items():
         if name == " ".join(command):
             assert any(
