@@ -362,6 +362,8 @@ if child == 0:
     except BaseException as error:
         say(2, ("sandcrew: cannot start the program: " + str(error) + "\\n").encode())
     os._exit(FAILED)
+if run_state["timed_out"]:  # the limit passed before the program existed
+    os.kill(child, signal.SIGKILL)
 del program, files, everything
 os.close(0)
 while True:
@@ -371,9 +373,19 @@ while True:
 run_state["running"] = False
 arm_watchdog()
 code = os.waitstatus_to_exitcode(status)
+# Timed out only when the limit's kill ended the program, not when it ended just before.
+timed_out = run_state["timed_out"] and code == -signal.SIGKILL
 if code < 0:
     code = 128 - code
 end_every_other_process(5.0)
+# The program shared this process's stdout and stderr (the same open files): it may have
+# made them non-blocking, which would cut the artifacts frame and the trailer short. No
+# process of it is left to change them again.
+for stream in (1, 2):
+    try:
+        os.set_blocking(stream, True)
+    except OSError:
+        pass
 mark = {_TRAILER_START!r} + nonce.encode() + b":"
 if artifact_count > 0:
     collector = os.fork()
@@ -389,7 +401,7 @@ if artifact_count > 0:
     os.waitpid(collector, 0)
     end_every_other_process(5.0)
 # A "T" before the status: the run limit ended the program.
-trailer = mark + (b"T" if run_state["timed_out"] else b"") + str(code).encode() + b"\\n"
+trailer = mark + (b"T" if timed_out else b"") + str(code).encode() + b"\\n"
 say(1, trailer)
 say(2, trailer)
 os._exit(code)

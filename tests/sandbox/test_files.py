@@ -152,6 +152,28 @@ async def test_a_timed_out_run_still_returns_what_it_wrote_before_the_deadline(
     assert "out/partial.txt (15 bytes, text/plain)" in result.to_runner_message()
 
 
+@pytest.mark.parametrize("sleeps", [False, True], ids=["ends", "times-out"])
+async def test_a_non_blocking_stdout_neither_cuts_the_artifacts_nor_hides_the_timeout(
+    docker_client: docker.DockerClient, sleeps: bool
+) -> None:
+    # The program shares its stdout with the supervisor; a full pipe must not cut the
+    # artifacts frame (4 MiB) or the trailer that says the run timed out.
+    program = (
+        "import fcntl, os, time\n"
+        "fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
+        "with open('out/big.bin', 'wb') as handle:\n"
+        "    handle.write(b'7' * (4 << 20))\n"
+        "print('written', flush=True)\n" + ("time.sleep(60)\n" if sleeps else "")
+    )
+    async with DockerSandbox(SandboxConfig(timeout=2.0), docker_client=docker_client) as sandbox:
+        result = await sandbox.run(program)
+
+    assert result.timed_out is sleeps, result
+    assert result.exit_code == (124 if sleeps else 0), result
+    assert [(item.name, item.size) for item in result.artifacts] == [("big.bin", 4 << 20)], result
+    assert not result.artifacts_truncated
+
+
 async def test_a_program_cannot_forge_artifacts(sandbox: DockerSandbox) -> None:
     # Without the nonce, a frame-like line is plain output.
     program = "import sys\nsys.stdout.buffer.write(b'\\x1eAAAA:A5\\nhello')\n"
