@@ -57,6 +57,17 @@ class _Chat(HTMLParser):
             self.stdout.append(data)
 
 
+def _solve(task: str, program: str, answer: str, *options: str) -> None:
+    """``sandcrew solve`` against a scripted crew whose coder writes ``program``."""
+    with ScriptedModelServer() as server:
+        server.add(coder_turn(f"```python\n{program}```"), review_turn(), admin_final_turn(answer))
+        completed = run_cli(
+            "solve", task, "--base-url", server.base_url, "--model", "scripted", "--quiet",
+            *options,
+        )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+
+
 def _open(page: Path, tmp_path: Path) -> _Chat:
     chat = _Chat()
     chat.feed(dump_dom(page, tmp_path / "profile"))
@@ -66,17 +77,9 @@ def _open(page: Path, tmp_path: Path) -> _Chat:
 @pytest.mark.docker
 def test_solve_html_and_transcript_page_in_chromium(tmp_path: Path) -> None:
     page, transcript = tmp_path / "chat.html", tmp_path / "chat.jsonl"
-    with ScriptedModelServer() as server:
-        server.add(
-            coder_turn(f"```python\n{PROGRAM}```"),
-            review_turn(),
-            admin_final_turn(answer="42"),
-        )
-        completed = run_cli(
-            "solve", "What is 6 times 7?", "--base-url", server.base_url, "--model", "scripted",
-            "--html", str(page), "--transcript", str(transcript), "--quiet",
-        )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr
+    _solve(
+        "What is 6 times 7?", PROGRAM, "42", "--html", str(page), "--transcript", str(transcript)
+    )
 
     chat = _open(page, tmp_path)
     assert chat.speakers == ["admin", "coder", "reviewer", "runner", "admin"]
@@ -128,17 +131,10 @@ print("plotted")
 @pytest.mark.docker
 def test_the_chat_page_shows_the_plots_and_only_real_images(tmp_path: Path) -> None:
     page, transcript, saved = tmp_path / "chat.html", tmp_path / "chat.jsonl", tmp_path / "out"
-    with ScriptedModelServer() as server:
-        server.add(
-            coder_turn(f"```python\n{PLOTTING_PROGRAM}```"),
-            review_turn(),
-            admin_final_turn(answer="plotted"),
-        )
-        completed = run_cli(
-            "solve", "Plot something.", "--base-url", server.base_url, "--model", "scripted",
-            "--html", str(page), "--transcript", str(transcript), "--out", str(saved), "--quiet",
-        )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr
+    _solve(
+        "Plot something.", PLOTTING_PROGRAM, "plotted",
+        "--html", str(page), "--transcript", str(transcript), "--out", str(saved),
+    )  # fmt: skip
 
     assert image_widths(page, tmp_path / "profile") == [("out/plot.png", 30)]
     dom = dump_dom(page, tmp_path / "profile")
