@@ -204,6 +204,10 @@ class BatchSandbox:
         self._retired: list[_BatchContainer] = []
         self._alone = DockerSandbox(self.config, docker_client=docker_client)
 
+    async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
+        """The packages ``language``'s image adds (the batch runs the same images)."""
+        return await self._alone.image_packages(language)
+
     @property
     def programs_at_once(self) -> int:
         """Programs this sandbox accepts at once: ``slots`` running, as many waiting for a slot.

@@ -29,6 +29,11 @@ class Sandbox(Protocol):
         """Prepare to run (connect, warm up); runs call it themselves when needed."""
         ...
 
+    async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
+        """The packages ``language``'s image adds to the standard library (``()``: none);
+        ``None`` when the image does not say."""
+        ...
+
     async def run(
         self,
         code: str,

@@ -69,6 +69,7 @@ class DockerSandbox:
             }
         )
         self._supply = ContainerSupply(self.config, docker_client, images)
+        self._image_packages: dict[str, tuple[str, ...] | None] = {}
 
     @property
     def supported_languages(self) -> tuple[str, ...]:
@@ -143,11 +144,16 @@ class DockerSandbox:
         image = self.config.images.get(normalize_language(language) or language)
         if image is None:
             return None
-        try:
-            await self.start()
-        except SandboxError:
-            return None
-        return await asyncio.to_thread(image_packages, self.client, image)
+        if image not in self._image_packages:
+            try:
+                await self.start()
+            except SandboxError:
+                return None
+            # An image's label does not change while a sandbox uses it: asked once.
+            self._image_packages[image] = await asyncio.to_thread(
+                image_packages, self.client, image
+            )
+        return self._image_packages[image]
 
     async def run(
         self,

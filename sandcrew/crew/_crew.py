@@ -305,7 +305,7 @@ async def _solve_in(
     output_files: bool,
     watcher: ModelCallWatcher | None,
 ) -> CrewResult:
-    packages = await sandbox.image_packages() if isinstance(sandbox, DockerSandbox) else None
+    packages = await sandbox.image_packages()
     async with Crew(
         settings,
         sandbox,

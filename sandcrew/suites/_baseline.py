@@ -88,7 +88,8 @@ def baseline_differences(
     """
     differences = []
     if baseline.model is not None and baseline.model != model:
-        differences.append(f"model {baseline.model!r} (now {model!r})")
+        now = repr(model) if model is not None else "no model"
+        differences.append(f"model {baseline.model!r} (now {now})")
     if baseline.sandcrew_version is not None and baseline.sandcrew_version != sandcrew_version:
         differences.append(
             f"sandcrew {baseline.sandcrew_version} (now {sandcrew_version or 'unknown'})"

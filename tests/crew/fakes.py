@@ -48,6 +48,9 @@ class ScriptedSandbox:
     async def start(self) -> None:
         pass
 
+    async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
+        return None  # as an image built without the label
+
     async def aclose(self) -> None:
         self.closed = True
 

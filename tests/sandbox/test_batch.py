@@ -222,3 +222,18 @@ async def test_a_lost_container_fails_no_run_and_the_batch_goes_on(
     after = await batch.run("print('after')")
     assert after.stdout == "after\n"
     assert after.run_id not in (first.run_id, survived.run_id)
+
+
+async def test_a_batch_says_which_packages_its_images_have(
+    docker_client: docker.DockerClient,
+) -> None:
+    data = SandboxConfig(images={"python": "sandcrew/python-data:latest"})
+    async with (
+        BatchSandbox(docker_client=docker_client) as plain,
+        BatchSandbox(data, docker_client=docker_client) as scientific,
+    ):
+        assert await plain.image_packages() == ()
+        packages = await scientific.image_packages()
+
+    assert packages is not None
+    assert "pandas 2.2.3" in packages

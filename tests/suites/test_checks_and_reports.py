@@ -28,6 +28,7 @@ from sandcrew.suites import (
     TaskResult,
     TaskStatus,
     answer_matches,
+    baseline_differences,
     check_program,
     compare_with_baseline,
     load_suite,
@@ -325,3 +326,16 @@ def test_public_surface() -> None:
     assert set(sandcrew.suites.__all__) == PUBLIC_NAMES
     assert all(hasattr(sandcrew.suites, name) for name in PUBLIC_NAMES)
     assert issubclass(sandcrew.suites.SuiteError, sandcrew.UserError)
+
+
+def test_baseline_differences_name_both_values_and_a_run_without_a_model() -> None:
+    baseline = _report().model_copy(update={"model": "gpt-4o-mini", "sandcrew_version": "0.1"})
+
+    assert baseline_differences(baseline, model="gpt-4o-mini", sandcrew_version="0.1") == []
+    assert baseline_differences(baseline, model="other", sandcrew_version="0.2") == [
+        "model 'gpt-4o-mini' (now 'other')",
+        "sandcrew 0.1 (now 0.2)",
+    ]
+    assert baseline_differences(baseline, model=None, sandcrew_version="0.1") == [
+        "model 'gpt-4o-mini' (now no model)"
+    ]
