@@ -51,6 +51,7 @@ class RayExecutor:
             raise SuiteError(f"num_cpus must be at least 1 (got {num_cpus})")
         self.address = address
         self.num_cpus = num_cpus
+        self._answered = False  # the address accepted a connection once: not probed again
 
     async def execute(
         self,
@@ -97,7 +98,7 @@ class RayExecutor:
         """
         _import_ray()
         endpoint = _tcp_endpoint(self.address) if self.address is not None else None
-        if endpoint is None:
+        if endpoint is None or self._answered:
             return
         try:
             socket.create_connection(endpoint, timeout=CONNECT_TIMEOUT).close()
@@ -109,6 +110,7 @@ class RayExecutor:
                 code=ErrorCode.CLUSTER_UNREACHABLE,
                 retryable=True,
             ) from None
+        self._answered = True
 
     def _connect(self, ray: Any) -> bool:
         """Join the cluster (or start a local one); True when this call started Ray."""
