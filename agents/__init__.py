@@ -22,6 +22,7 @@ if typing.TYPE_CHECKING:
         ToolChoice,
         use,
     )
+    from ._chat_format import ChatForm, ChatFormMemory
     from ._endpoint import DEFAULT_MODEL, ModelEndpoint
     from ._function_call import (
         FunctionCallAttempt,
@@ -106,6 +107,8 @@ else:
             "MiddlewareAgent": "._agent",
             "ToolChoice": "._agent",
             "use": "._agent",
+            "ChatForm": "._chat_format",
+            "ChatFormMemory": "._chat_format",
             "DEFAULT_MODEL": "._endpoint",
             "ModelEndpoint": "._endpoint",
             "FunctionCallAttempt": "._function_call",
@@ -187,6 +190,8 @@ __all__ = [
     "AmbiguousWorkflowError",
     "AssistantAgent",
     "BaseAgent",
+    "ChatForm",
+    "ChatFormMemory",
     "ChatResult",
     "ChatState",
     "ChatStream",

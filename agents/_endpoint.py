@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from ..core import ConfigurationError, describe_invalid_value
+from ._chat_format import ChatFormSetting
 
 if TYPE_CHECKING:
     import openai
@@ -53,6 +54,11 @@ class ModelEndpoint(BaseModel):
     retries: int = Field(default=2, ge=0, le=MAX_RETRIES)
     """Retries (with backoff) of a request on 429, 5xx and a server that cannot be reached.
     A request that timed out is never sent again (the server may still be generating it)."""
+    chat_form: ChatFormSetting = "auto"
+    """How conversations are laid out: ``auto`` sends the open form and switches to the
+    alternating form the first time the server refuses the turn structure (or answers a
+    non-alternating request empty twice); ``open``, ``alternating`` or
+    ``alternating-no-system`` force one form."""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -69,3 +69,22 @@ def is_context_overflow(error: openai.APIStatusError) -> bool:
     return error.code == "context_length_exceeded" or bool(
         _CONTEXT_OVERFLOW_WORDS.search(error.message)
     )
+
+
+_SYSTEM_ROLE_REFUSED = re.compile(r"system role (?:is )?not supported", re.IGNORECASE)
+_TURNS_REFUSED = re.compile(
+    r"roles? must alternate|must alternate (?:between )?(?:user|assistant)"
+    r"|conversation (?:roles|turns) must",
+    re.IGNORECASE,
+)
+
+
+def refused_turns(message: str) -> str | None:
+    """What a server's refusal of a conversation's turn structure objects to: ``"system"``
+    (Gemma 2: "System role not supported"), ``"alternation"`` (Gemma, Mistral: "Conversation
+    roles must alternate user/assistant/user/assistant/..."), or None for another error."""
+    if _SYSTEM_ROLE_REFUSED.search(message):
+        return "system"
+    if _TURNS_REFUSED.search(message):
+        return "alternation"
+    return None

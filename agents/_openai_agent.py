@@ -21,6 +21,12 @@ Tolerance of real endpoints:
 * An empty reply is asked again ``empty_reply_retries`` times when the request offers no
   tools (with tools, :class:`~sandcrew.agents.FunctionCallMiddleware` decides) and otherwise
   raises :class:`EmptyReplyError`.
+* A request whose turn structure the server's chat template refuses (Gemma and Mistral:
+  "Conversation roles must alternate ..."; Gemma 2: "System role not supported", with any
+  HTTP status), or whose roles do not alternate and that came back empty twice, is sent
+  again in the alternating form (:func:`~._chat_format.in_form`); the form that worked is
+  remembered per model in the :class:`ChatFormMemory` the agents of one endpoint share. The
+  endpoint's ``chat_form`` setting forces a form instead.
 * Without ``usage`` in the answer, tokens are estimated (``Usage.estimated``); a shared
   :class:`TokenMeter` caps every request's ``max_tokens`` at what is left of the budget and
   also counts replies that ended in an error and abandoned requests.
@@ -47,13 +53,14 @@ from openai.types.chat import ChatCompletion
 
 from ..core import ConfigurationError, ErrorCode, InfrastructureError, UserError
 from ._agent import BaseAgent, GenerateReplyOptions, ToolChoice
-from ._chat_format import to_chat_messages
+from ._chat_format import ChatForm, ChatFormMemory, alternates, in_form, to_chat_messages
 from ._endpoint import ModelEndpoint
 from ._endpoint_failures import (
     NO_TOOLS_WORDS,
     backoff,
     is_context_overflow,
     never_sent,
+    refused_turns,
     retry_after,
     server_message,
     worth_retrying,
@@ -80,6 +87,15 @@ AGENT_HEADER = "X-Sandcrew-Agent"
 """Every request names the calling agent in this header (scripted test servers match on it)."""
 
 
+class _TurnsRefused(Exception):
+    """The server's chat template refused the request's turn structure (see ``_reply``)."""
+
+    def __init__(self, objection: str, detail: str) -> None:
+        super().__init__(detail)
+        self.objection = objection
+        self.detail = detail
+
+
 class ModelCallWatcher(Protocol):
     """Told when an agent starts waiting for its model and when the wait ends.
 
@@ -98,7 +114,8 @@ class OpenAIChatAgent(BaseAgent):
     ``client`` may be injected (agents of one crew share one); otherwise the endpoint builds
     it. Without an endpoint the client falls back to the ``OPENAI_*`` environment variables.
     The client's ``max_retries`` is used, but the agent does the retrying itself (see the
-    module doc). ``token_meter`` is shared by the agents that spend one token budget.
+    module doc). ``token_meter`` is shared by the agents that spend one token budget, and
+    ``chat_forms`` by the agents of one endpoint.
     """
 
     def __init__(
@@ -118,6 +135,7 @@ class OpenAIChatAgent(BaseAgent):
         token_meter: TokenMeter | None = None,
         empty_reply_retries: int = 1,
         watcher: ModelCallWatcher | None = None,
+        chat_forms: ChatFormMemory | None = None,
     ) -> None:
         super().__init__(name, description=description)
         endpoint = endpoint or ModelEndpoint()
@@ -155,6 +173,10 @@ class OpenAIChatAgent(BaseAgent):
                 max_retries=0, _extra_kwargs={"_strict_response_validation": True}
             )
         self._working_choice: dict[str, ToolChoice | None] = {}
+        self.chat_form = endpoint.chat_form
+        self.chat_forms = chat_forms if chat_forms is not None else ChatFormMemory()
+        """The chat form found for each model (agents on one endpoint share it)."""
+        self._unalternated_empties = 0
         self.tools_unsupported: str | None = None
         """Why the endpoint takes no tools, once it said so (requests with tools then fail
         at once)."""
@@ -218,26 +240,100 @@ class OpenAIChatAgent(BaseAgent):
             )
         notes: list[str] = []
         spent: Usage | None = None
-        attempts = 1 if offered else 1 + self.empty_reply_retries
+        form = self.form_to_send()
+        tried: list[str] = []
+        empties = 0
         detail = ""
-        for attempt in range(1, attempts + 1):
-            completion = await self._complete(request, offered, notes)
-            usage = self._usage(completion, request)
-            self.token_meter.record(usage)
-            spent = add_usage(spent, usage)
-            reply = self._to_message(completion, offered, notes, spent)
-            if reply is not None:
-                return reply.model_copy(update={"usage": spent, "notes": notes})
-            choice = completion.choices[0]
-            detail = f"content={choice.message.content!r}, finish_reason={choice.finish_reason!r}"
-            again = "; asked again" if attempt < attempts else ""
-            notes.append(f"{self.name} gave an empty reply ({detail}){again}")
+        while True:
+            sent = {**request, "messages": in_form(request["messages"], form, agent_name=self.name)}
+            unalternated = (
+                self.chat_form == "auto"
+                and form is ChatForm.OPEN
+                and not alternates(sent["messages"])
+            )
+            attempts = 1 if offered else 1 + self.empty_reply_retries
+            switch: ChatForm | None = None
+            for attempt in range(1, attempts + 1):
+                try:
+                    completion = await self._complete(sent, offered, notes)
+                except _TurnsRefused as refusal:
+                    switch = self._after_refusal(form, refusal, tried, notes)
+                    break
+                usage = self._usage(completion, request)
+                self.token_meter.record(usage)
+                spent = add_usage(spent, usage)
+                reply = self._to_message(completion, offered, notes, spent)
+                if reply is not None:
+                    self._unalternated_empties = 0
+                    if self.chat_form == "auto" and form is not ChatForm.OPEN:
+                        self.chat_forms.remember(self.model, form)
+                    return reply.model_copy(update={"usage": spent, "notes": notes})
+                empties += 1
+                detail = _empty_detail(completion)
+                if unalternated:
+                    self._unalternated_empties += 1
+                    if self._unalternated_empties >= 2:
+                        # The same non-alternating request came back empty twice: a server
+                        # whose template refuses it silently (llama.cpp did).
+                        tried.append(f"the {form} form came back empty twice")
+                        notes.append(
+                            f"{self.name} gave an empty reply ({detail}) again to a request "
+                            f"whose roles do not alternate; sent it in the "
+                            f"{ChatForm.ALTERNATING} form"
+                        )
+                        switch = ChatForm.ALTERNATING
+                        break
+                again = "; asked again" if attempt < attempts else ""
+                notes.append(f"{self.name} gave an empty reply ({detail}){again}")
+            if switch is None:
+                break
+            form = switch
+        if tried:
+            tried.append(f"the {form} form came back empty too")
+        what = f"; {'; '.join(tried)}" if tried else ""
         raise EmptyReplyError(
-            f"{self._where} returned an empty reply {attempts} time(s) ({detail}); "
+            f"{self._where} returned an empty reply {empties} time(s) ({detail}){what}; "
             "check the prompt and max_tokens",
             usage=spent,
             notes=notes,
         )
+
+    def form_to_send(self) -> ChatForm:
+        """The chat form of the next request: the forced one, else the one found for this
+        model on this endpoint, else the open form."""
+        if self.chat_form != "auto":
+            return ChatForm(self.chat_form)
+        return self.chat_forms.get(self.model) or ChatForm.OPEN
+
+    def _after_refusal(
+        self, form: ChatForm, refusal: _TurnsRefused, tried: list[str], notes: list[str]
+    ) -> ChatForm:
+        """The form to try after the server refused ``form``'s turn structure (or raise)."""
+        tried.append(f"the {form} form was refused ({refusal.detail})")
+        following: ChatForm | None = None
+        if self.chat_form == "auto" and form is not ChatForm.ALTERNATING_NO_SYSTEM:
+            following = (
+                ChatForm.ALTERNATING
+                if form is ChatForm.OPEN and refusal.objection == "alternation"
+                else ChatForm.ALTERNATING_NO_SYSTEM
+            )
+        if following is None:
+            fix = (
+                f"; chat_form is set to {self.chat_form!r}: set it to 'auto' to let sandcrew "
+                "find the form the server accepts"
+                if self.chat_form != "auto"
+                else "; the server's chat template accepts none of them"
+            )
+            raise InfrastructureError(
+                f"{self._where} refused the conversation's turn structure: {'; '.join(tried)}{fix}",
+                code=ErrorCode.MODEL_REJECTED,
+                retryable=False,
+            )
+        notes.append(
+            f"the endpoint refused the {form} form of the conversation ({refusal.detail}); "
+            f"sent it in the {following} form"
+        )
+        return following
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -313,6 +409,11 @@ class OpenAIChatAgent(BaseAgent):
                     continue
                 raise self._down(error, attempt + 1) from error
             except openai.APIStatusError as error:
+                objection = refused_turns(server_message(error))
+                if objection is not None:
+                    # A chat template's refusal: the same request would be refused again.
+                    detail = f"HTTP {error.status_code}: {server_message(error)}"
+                    raise _TurnsRefused(objection, detail) from error
                 if worth_retrying(error) and attempt < self.max_retries:
                     attempt += 1
                     await asyncio.sleep(retry_after(error) or backoff(attempt))
@@ -476,6 +577,11 @@ class OpenAIChatAgent(BaseAgent):
             code=ErrorCode.MODEL_REJECTED,
             retryable=False,
         )
+
+
+def _empty_detail(completion: ChatCompletion) -> str:
+    choice = completion.choices[0]
+    return f"content={choice.message.content!r}, finish_reason={choice.finish_reason!r}"
 
 
 def _describe_foreign(answer: object) -> str:

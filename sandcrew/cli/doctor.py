@@ -140,6 +140,7 @@ def doctor(
         _model_endpoint(settings),
     ]
     if checks[-1].ok and not checks[-1].warning:
+        checks.append(chat_form_check(settings))
         checks.append(tool_calling_check(settings))
     try:
         client = connect_docker()
@@ -309,6 +310,53 @@ def tool_calling_check(settings: CrewSettings) -> Check:
     if by_auto.startswith("yes"):
         return Check("tool calling", True, f"{detail}; the reviewer retries with 'auto'")
     return Check("tool calling", True, f"{detail}; {TOOL_ADVICE}", warning=True)
+
+
+CHAT_FORM_PROBE_SYSTEM = "You are in a group chat. Answer with one word."
+"""The chat-form probe's instructions (scripted servers recognise the probe by them)."""
+
+
+def chat_form_check(settings: CrewSettings) -> Check:
+    """Which layout of a conversation does the endpoint accept? One tiny request shaped like
+    the crew's (a system message, then two user turns in a row), sent as a solve sends it."""
+    from sandcrew.agents import ChatForm, OpenAIChatAgent, TextMessage
+
+    history = [
+        TextMessage(content="I review code.", sender="reviewer"),
+        TextMessage(content="Say ready.", sender="admin"),
+    ]
+
+    async def probe() -> tuple[ChatForm, str]:
+        endpoint = settings.endpoint
+        agent = OpenAIChatAgent(
+            "doctor",
+            endpoint=endpoint,
+            client=endpoint.client(retries=0, timeout=min(endpoint.timeout, 120)),
+            system_message=CHAT_FORM_PROBE_SYSTEM,
+            max_tokens=16,
+            temperature=0,
+        )
+        try:
+            reply = await agent.generate_reply(history)
+            return agent.form_to_send(), "; ".join(reply.notes)
+        finally:
+            await agent.aclose()
+
+    try:
+        form, notes = asyncio.run(probe())
+    except SandcrewError as error:
+        return Check("chat form", True, f"no answer ({str(error)[:300]})", warning=True)
+    setting = settings.endpoint.chat_form
+    if setting != "auto":
+        return Check("chat form", True, f"{form} (forced by endpoint.chat_form); accepted")
+    if form is ChatForm.OPEN:
+        return Check("chat form", True, "open: the endpoint accepts consecutive user turns")
+    return Check(
+        "chat form",
+        True,
+        f"{form}: {notes}; solves send this form after their first request (set "
+        f"endpoint.chat_form = {str(form)!r} to send it from the first)",
+    )
 
 
 def _self_test() -> list[Check]:

@@ -13,6 +13,7 @@ import openai
 from sandcrew.agents import (
     CHARS_PER_TOKEN,
     Agent,
+    ChatFormMemory,
     ChatResult,
     FunctionCallMiddleware,
     GroupChat,
@@ -103,6 +104,8 @@ class Crew:
         self.client = client or settings.endpoint.client()
         # Every model request (speaker selection included) keeps within one token budget.
         self.token_meter = TokenMeter(settings.token_budget)
+        # The chat form the endpoint needs is found once for every agent.
+        self.chat_forms = ChatFormMemory()
         self.admin = self._model_agent(
             "admin",
             ADMIN_PROMPT,
@@ -149,6 +152,7 @@ class Crew:
             client=self.client,
             token_meter=self.token_meter,
             watcher=self.watcher,
+            chat_forms=self.chat_forms,
         )
         return agent.use(self._context_fit(prompt))
 
@@ -182,6 +186,7 @@ class Crew:
                 client=self.client,
                 token_meter=self.token_meter,
                 watcher=self.watcher,
+                chat_forms=self.chat_forms,
             ).use(self._context_fit(""))
         chat = GroupChat(
             members,

@@ -11,6 +11,7 @@ from sandcrew.testing._guard import block_real_model_requests, closed_loopback_u
 from sandcrew.testing._personas import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona
 from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
+from sandcrew.testing._templates import StrictTemplate
 
 __all__ = [
     "AGENT_HEADER",
@@ -22,6 +23,7 @@ __all__ = [
     "ScriptedAgent",
     "ScriptedModelServer",
     "ScriptedToolCall",
+    "StrictTemplate",
     "Turn",
     "block_real_model_requests",
     "closed_loopback_url",

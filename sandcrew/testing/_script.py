@@ -70,7 +70,8 @@ class Turn(BaseModel):
 
     Matching (all given conditions must hold):
       * ``agent`` — the request's ``X-Sandcrew-Agent`` header equals it;
-      * ``system`` — the first system message contains this text;
+      * ``system`` — the first system message contains this text (without one: the first
+        message, where instructions folded into the first user turn are);
       * ``contains`` — the last message's text contains this text;
       * ``tools`` — the request offers tools (``true``) or none (``false``);
       * ``tool_choice`` — the request's tool choice is this form: ``auto``, ``required``,
@@ -187,10 +188,13 @@ def text_of(content: Any) -> str:
 
 
 def system_prompt(body: Mapping[str, Any]) -> str:
-    for message in body.get("messages") or []:
-        if isinstance(message, Mapping) and message.get("role") in ("system", "developer"):
+    """The first system message's text; without one, the first message's (where a server
+    without a system role gets the instructions folded into the first user turn)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    for message in messages:
+        if message.get("role") in ("system", "developer"):
             return text_of(message.get("content"))
-    return ""
+    return text_of(messages[0].get("content")) if messages else ""
 
 
 def last_message_text(body: Mapping[str, Any]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._responses import completion_body, error_body, sse, stream_chunks
 from sandcrew.testing._script import Turn, last_message_text, load_script
+from sandcrew.testing._templates import StrictTemplate
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class RecordedRequest:
     agent: str | None
     turn: Turn | None = None
     status: int = 200
+    template_objection: str | None = None
+    """The strict template's error when it refused the request (see :class:`StrictTemplate`)."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -59,7 +62,9 @@ class ScriptedModelServer:
 
     Use it as a context manager (or call :meth:`start`/:meth:`stop`); ``base_url`` ends in
     ``/v1`` and can be given to any OpenAI client. ``require_all_used`` makes leaving the
-    ``with`` block also fail when scripted turns were never requested.
+    ``with`` block also fail when scripted turns were never requested. With
+    ``strict_template`` the server refuses requests whose turn structure that template
+    refuses, before any turn is matched (such requests are recorded, not failures).
     """
 
     def __init__(
@@ -67,8 +72,10 @@ class ScriptedModelServer:
         turns: Iterable[Turn | Mapping[str, Any]] = (),
         *,
         require_all_used: bool = True,
+        strict_template: StrictTemplate | None = None,
     ) -> None:
         self.require_all_used = require_all_used
+        self.strict_template = strict_template
         self._lock = threading.Lock()
         self._state = _State()
         self._stopping = threading.Event()
@@ -284,6 +291,22 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     RecordedRequest("POST", self.path, headers, {}, agent, None, 400), failure
                 )
                 self._send_json(400, error_body(failure, "invalid_request_error"))
+                return
+
+            template = server.strict_template
+            objection = template.objection(body) if template is not None else None
+            if template is not None and objection is not None:
+                refused = 200 if template.answer == "empty" else template.status
+                server._record(
+                    RecordedRequest(
+                        "POST", self.path, headers, body, agent, None, refused, objection
+                    )
+                )
+                if template.answer == "empty":
+                    empty = completion_body(Turn(content=""), body, len(server.requests))
+                    self._send_json(200, empty)
+                else:
+                    self._send_json(refused, error_body(objection, "invalid_request_error"))
                 return
 
             turn = server._take_turn(body, agent)

@@ -13,6 +13,7 @@ from sandcrew.testing import ScriptedModelServer, pytest_plugin
 scripted_model_server = pytest_plugin.scripted_model_server
 
 AgentFactory = Callable[..., OpenAIChatAgent]
+ENDPOINT_FIELDS = ("retries", "timeout", "chat_form")
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def model_agent(scripted_model_server: ScriptedModelServer) -> AgentFactory:
             base_url=scripted_model_server.base_url,
             api_key="test-key",
             model=settings.pop("model", "scripted-model"),
-            **{key: settings.pop(key) for key in ("retries", "timeout") if key in settings},
+            **{key: settings.pop(key) for key in ENDPOINT_FIELDS if key in settings},
         )
         return OpenAIChatAgent(name, endpoint=endpoint, **settings)
 

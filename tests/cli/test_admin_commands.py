@@ -324,15 +324,16 @@ def test_doctor_checks_the_model_endpoint() -> None:
     probe = Turn(
         agent="doctor", tool_calls=[{"name": "report_status", "arguments": {"ready": True}}]
     )
-    with ScriptedModelServer([probe, probe]) as server:
+    form_probe = Turn(agent="doctor", tools=False, content="Ready.")
+    with ScriptedModelServer([form_probe, probe, probe]) as server:
         served = run_cli(
             "doctor", "--no-self-test", "--base-url", server.base_url, "--model", "scripted",
             env=wide,
         )  # fmt: skip
         unknown = run_cli("doctor", "--no-self-test", "--base-url", server.base_url, env=wide)
         paths = [request.path for request in server.requests]
-        # the served model is also asked for the two tool-calling probes
-        assert paths == ["/v1/models", *["/v1/chat/completions"] * 2, "/v1/models"]
+        # the served model is also asked for the chat-form and the two tool-calling probes
+        assert paths == ["/v1/models", *["/v1/chat/completions"] * 3, "/v1/models"]
 
     assert served.returncode == 0, served.stdout
     assert "serves 1 model(s): scripted" in served.stdout
