@@ -279,18 +279,24 @@ class FinalAnswer(BaseModel):
     answer: str
 
 
-def read_completion(text: str, signal: str = COMPLETE_SIGNAL) -> str | None:
+def read_completion(
+    text: str, signal: str = COMPLETE_SIGNAL, *, earlier: Sequence[str] = ()
+) -> str | None:
     """The answer when the visible text of a reply ends its prose with ``signal``, else None.
 
     Accepted, ignoring case, markdown emphasis, backticks and end punctuation: the signal on
     the last prose line (alone, or after a finished sentence on the same line), the word
     without its brackets on a line of its own, and one short closing remark after it. Code
-    blocks may come before it. Refused: the signal mid-text, inside a code block, or with
-    prose or code after it. The answer is the text before the signal (code indentation
+    blocks may come before it; after it, only a repeat of code the chat already holds
+    (``earlier``: the texts of earlier messages), with one short line leading in ("For
+    reference, the code was:"). Refused: the signal mid-text, inside a code block, or with
+    prose or new code after it. The answer is the text before the signal (code indentation
     intact), reasoning removed.
     """
     lines = strip_reasoning(text).splitlines()
     in_code = _code_line_mask(lines)
+    end = _start_of_repeat(lines, in_code, earlier, signal)
+    lines, in_code = lines[:end], in_code[:end]
     prose = [index for index, line in enumerate(lines) if line.strip() and not in_code[index]]
     if not prose:
         return None
@@ -304,6 +310,44 @@ def read_completion(text: str, signal: str = COMPLETE_SIGNAL) -> str | None:
         if before is not None:
             return "\n".join([*lines[:index], before]).strip("\n").rstrip()
     return None
+
+
+def _start_of_repeat(
+    lines: Sequence[str], in_code: Sequence[bool], earlier: Sequence[str], signal: str
+) -> int:
+    """Where a closing repeat of earlier code starts (its lead-in line included), or
+    ``len(lines)`` when the text does not end with one."""
+    known = [_normalized(text) for text in earlier]
+    index = len(lines)
+    repeated = False
+    while True:
+        while index > 0 and not lines[index - 1].strip():
+            index -= 1
+        if index == 0 or not in_code[index - 1]:
+            break
+        start = index - 1
+        while start > 0 and in_code[start - 1] and not _opens_block(lines, in_code, start):
+            start -= 1
+        code = _normalized("\n".join(lines[start + 1 : index - 1]))
+        if not code or not any(code in text for text in known):
+            return len(lines)
+        repeated, index = True, start
+    if not repeated:
+        return len(lines)
+    lead_in = index - 1
+    short = lead_in >= 0 and len(lines[lead_in].strip()) <= CLOSING_REMARK_MAX_CHARS
+    if short and _before_signal(lines[lead_in], signal) is None:
+        return lead_in
+    return index
+
+
+def _opens_block(lines: Sequence[str], in_code: Sequence[bool], index: int) -> bool:
+    """True when the fence at ``index`` opens its block (the line before it is not code)."""
+    return _FENCE.match(lines[index]) is not None and (index == 0 or not in_code[index - 1])
+
+
+def _normalized(code: str) -> str:
+    return "\n".join(line.rstrip() for line in code.strip().splitlines())
 
 
 def _before_signal(line: str, signal: str) -> str | None:

@@ -21,7 +21,8 @@ from sandcrew.agents import (
 
 class CompletionMiddleware:
     """Turns an admin reply that ends with the completion signal into a terminate message
-    carrying the :class:`~sandcrew.agents.FinalAnswer` (the text without the signal)."""
+    carrying the :class:`~sandcrew.agents.FinalAnswer` (the text without the signal); code
+    the admin repeats after the signal must be code of an earlier message."""
 
     name = "completion"
 
@@ -32,7 +33,9 @@ class CompletionMiddleware:
         self, messages: Sequence[Message], options: GenerateReplyOptions, agent: Agent
     ) -> Message:
         reply = await agent.generate_reply(messages, options)
-        answer = read_completion(reply.content, self.signal)
+        # Code repeated after the signal must be code the others already wrote.
+        earlier = [message.content for message in messages if message.sender != agent.name]
+        answer = read_completion(reply.content, self.signal, earlier=earlier)
         if answer is None:
             return reply
         return TextMessage(

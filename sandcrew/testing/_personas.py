@@ -177,6 +177,30 @@ PERSONAS: dict[str, Persona] = _personas(
         f"The program\n\n```python\n{FIBONACCI_SCRIPT}```\n\nprints {FIBONACCI_ANSWER}.\n"
         "[COMPLETE]",
     ),
+    _admin_says(
+        "signal-then-code-repeat",
+        "puts the signal on its own line, then repeats the code that ran",
+        f"{FIBONACCI_ANSWER}.\n[COMPLETE]\n\nFor reference, the code was:\n"
+        f"```python\n{FIBONACCI_SCRIPT}```",
+        modes=MODES,
+    ),
+    Persona(
+        "signal-then-new-code",
+        "puts the signal on its own line, then writes code that never ran",
+        coder=(coder_turn(COMPLIANT_CODER, times=2),),
+        reviewer=(reviewer_turn(times=2),),
+        admin=(
+            admin_turn(
+                f"{FIBONACCI_ANSWER}.\n[COMPLETE]\n\nA faster way:\n"
+                "```python\nprint(63245986)\n```",
+                times=2,
+            ),
+        ),
+        rescued=False,
+        runs=2,
+        stop_reason="no_completion_signal",
+        cause="without a recognisable completion signal",
+    ),
     Persona(
         "reasoning",
         "thinks in <think> blocks (with a stray code fence and the signal inside) first",

@@ -101,6 +101,49 @@ def test_signal_mentioned_or_in_code_is_refused(reply: str) -> None:
     assert read_completion(reply) is None
 
 
+RAN = "Here is the code.\n\n" + FENCED
+REPEAT = "For reference, the code was:\n" + FENCED
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"63245986.\n[COMPLETE]\n\n{REPEAT}",
+        f"63245986.\n[COMPLETE]\n\n{FENCED}",
+        f"63245986. [COMPLETE]\n\n{REPEAT}\n",
+        f"63245986.\n**[COMPLETE]**\n{REPEAT}\n\n{FENCED}",
+    ],
+    ids=["own-line-with-lead-in", "own-line-bare-code", "same-line", "repeated-twice"],
+)
+def test_signal_followed_by_a_repeat_of_the_code_is_accepted(reply: str) -> None:
+    assert read_completion(reply, earlier=[RAN]) == "63245986."
+
+
+@pytest.mark.parametrize(
+    ("reply", "earlier"),
+    [
+        (f"63245986.\n[COMPLETE]\n\n{REPEAT}", []),
+        (f"63245986.\n[COMPLETE]\n\nA better version:\n{FENCED.replace('1', '2')}", [RAN]),
+        (f"63245986.\n[COMPLETE]\n\nThe code was:\n{FENCED}\nIt is fast.", [RAN]),
+        (f"I will say [COMPLETE] later.\n\n{REPEAT}", [RAN]),
+        (f"{REPEAT}\n[COMPLETE] is what I would write.", [RAN]),
+        (f"63245986.\n```text\n[COMPLETE]\n```\n{REPEAT}", [RAN]),
+        ("63245986.\n[COMPLETE]\n\n```python\n```", ["```python\n```"]),
+    ],
+    ids=[
+        "code-not-seen-before",
+        "new-code",
+        "prose-after-the-repeat",
+        "mid-prose",
+        "signal-after-the-code-mid-sentence",
+        "signal-inside-code",
+        "empty-block",
+    ],
+)
+def test_signal_followed_by_other_code_or_prose_is_refused(reply: str, earlier: list[str]) -> None:
+    assert read_completion(reply, earlier=earlier) is None
+
+
 def test_answer_keeps_code_indentation() -> None:
     answer = read_completion(f"Here it is:\n{FENCED}\n[COMPLETE]")
     assert answer == f"Here it is:\n{FENCED}"
