@@ -1,9 +1,11 @@
 """The reviewer's typed function and how its answer becomes a verdict.
 
-The model reviews the coder's message by calling ``review_code_block``; the
-facts that the code itself proves (how many blocks, which language, whether it
-parses) override what the model claimed, so code that does not parse is never
-approved.
+The model reviews the coder's message by calling ``review_code_block``; what the code
+itself proves (how many blocks, which language, whether it parses, runs at the top level and
+prints) decides over what the model claimed, both ways: code that does not parse is never
+approved, and working code the model calls "not top-level" is not rejected. Overruled claims
+are recorded in the reviewer message's ``notes``; the model's own remarks reach the coder as
+advice.
 
 Where the endpoint cannot make the call (it supports no tools, or every attempt came back
 without a call), the review needs no tools: the model answers ``APPROVE`` or ``REJECT: what
@@ -28,6 +30,7 @@ from sandcrew.agents import (
     ToolCall,
     ToolsUnsupportedError,
     Usage,
+    strip_reasoning,
 )
 from sandcrew.crew._code_facts import CodeFacts, inspect_code
 from sandcrew.errors import ModelBehaviorError
@@ -41,6 +44,7 @@ TEXT_REVIEW_PROMPT = (
 )
 _VERDICT_WORD = re.compile(r"\b(approved?|lgtm|reject(?:ed)?)\b", re.IGNORECASE)
 COMMENTS_HEADLINE = "There're some comments from code reviewer, please fix these comments"
+ADVICE_HEADLINE = "The reviewer also remarked (advice only; the code is approved as it is):"
 
 
 class ReviewClaims(BaseModel):
@@ -88,10 +92,16 @@ class ReviewVerdict(BaseModel):
     comments: list[str]
     claims: ReviewClaims
     facts: CodeFacts
+    overruled: list[str] = []
+    """The model's claims that the code proves wrong, each with what the code proves."""
+    advice: list[str] = []
+    """What the model said that the verdict does not require (passed on to the coder)."""
 
     def to_text(self) -> str:
         if self.approved:
-            return APPROVAL_TEXT
+            if not self.advice:
+                return APPROVAL_TEXT
+            return "\n".join([APPROVAL_TEXT, ADVICE_HEADLINE, *(f"- {a}" for a in self.advice)])
         return "\n".join([COMMENTS_HEADLINE, *(f"- {comment}" for comment in self.comments)])
 
 
@@ -100,11 +110,13 @@ def claims_from_arguments(arguments: str) -> ReviewClaims:
     return ReviewClaims.model_validate(json.loads(arguments or "{}"))
 
 
-def decide(claims: ReviewClaims, facts: CodeFacts) -> ReviewVerdict:
+def decide(claims: ReviewClaims, facts: CodeFacts, *, remarks: Sequence[str] = ()) -> ReviewVerdict:
     """Merge the model's claims with the proven facts into one verdict.
 
-    Block count, language and syntax come from the code; the top-level and
-    printing checks take the model's word unless the code proves otherwise.
+    What the code proves decides, both ways: block count, language and syntax always come
+    from the code; the top-level and printing checks take the model's word only where the
+    code proves nothing. A claim the code proves wrong is overruled (``overruled``), and on
+    an approval the model's ``remarks`` reach the coder as advice.
     """
     comments: list[str] = []
     if facts.block_count == 0:
@@ -118,16 +130,64 @@ def decide(claims: ReviewClaims, facts: CodeFacts) -> ReviewVerdict:
         )
     if facts.syntax_error is not None:
         comments.append(f"The code does not parse ({facts.syntax_error}). Fix the syntax error.")
-    top_level = claims.is_top_level_statement and facts.top_level is not False
+    top_level = _decided(claims.is_top_level_statement, facts.top_level)
     if facts.block_count and not top_level:
         comments.append(
             "The code does not run at the top level. Write a script whose statements run "
             "directly (call your functions at module level)."
         )
-    prints = claims.is_print_result_to_console and facts.prints_result is not False
+    prints = _decided(claims.is_print_result_to_console, facts.prints_result)
     if facts.block_count and not prints:
         comments.append("The code does not print its result. Print the result to the console.")
-    return ReviewVerdict(approved=not comments, comments=comments, claims=claims, facts=facts)
+    overruled = _overruled(claims, facts) if facts.block_count else []
+    approved = not comments
+    return ReviewVerdict(
+        approved=approved,
+        comments=comments,
+        claims=claims,
+        facts=facts,
+        overruled=overruled,
+        advice=[remark for remark in remarks if remark] if approved else [],
+    )
+
+
+def _decided(claimed: bool, proven: bool | None) -> bool:
+    return claimed if proven is None else proven
+
+
+def _overruled(claims: ReviewClaims, facts: CodeFacts) -> list[str]:
+    """The model's claims the code proves wrong, in words."""
+    found: list[str] = []
+    if claims.has_multiple_code_blocks != facts.has_multiple_code_blocks:
+        found.append(
+            f"has_multiple_code_blocks={claims.has_multiple_code_blocks}, but the message "
+            f"has {facts.block_count} block(s){' forming one program' if facts.joined else ''}"
+        )
+    if claims.is_python_code_block != facts.is_runnable_language:
+        found.append(
+            f"is_python_code_block={claims.is_python_code_block}, but the block is "
+            f"{facts.language or 'untagged'}"
+        )
+    if facts.top_level is not None and claims.is_top_level_statement != facts.top_level:
+        proof = "runs statements" if facts.top_level else "runs no statement"
+        found.append(
+            f"is_top_level_statement={claims.is_top_level_statement}, but the code {proof} "
+            "at module level"
+        )
+    if facts.prints_result is not None and claims.is_print_result_to_console != (
+        facts.prints_result
+    ):
+        proof = "calls" if facts.prints_result else "never calls"
+        found.append(
+            f"is_print_result_to_console={claims.is_print_result_to_console}, but the code "
+            f"{proof} print"
+        )
+    return found
+
+
+def overruled_notes(verdict: ReviewVerdict) -> list[str]:
+    """The transcript notes that say which of the model's claims the code overruled."""
+    return [f"the code overruled the reviewer model: {claim}" for claim in verdict.overruled]
 
 
 class VerdictMiddleware:
@@ -170,13 +230,15 @@ class VerdictMiddleware:
                 f"the reviewer answered without calling {review_code_block.name}: "
                 f"{reply.content[:200]!r}"
             )
-        verdict = decide(claims_from_arguments(call.arguments), facts)
+        said = reply.text if isinstance(reply, AggregateMessage) else None
+        remarks = [_trimmed(strip_reasoning(said or ""))]
+        verdict = decide(claims_from_arguments(call.arguments), facts, remarks=remarks)
         return TextMessage(
             content=verdict.to_text(),
             sender=reply.sender or agent.name,
             usage=reply.usage,
             data=verdict,
-            notes=reply.notes,
+            notes=[*reply.notes, *overruled_notes(verdict)],
         )
 
     async def _text_review(
@@ -200,9 +262,14 @@ class VerdictMiddleware:
         )
         verdict = decide(claims, facts)
         if approves is False and not verdict.comments:
-            verdict = verdict.model_copy(
-                update={"approved": False, "comments": [_reason(reply.content)]}
-            )
+            reason = _reason(reply.content)
+            if _all_proven(facts) and _PROVEN_TOPICS.search(reason):
+                # It objects to what the code proves holds: the objection is advice.
+                verdict = verdict.model_copy(
+                    update={"overruled": [f"REJECT ({reason})"], "advice": [reason]}
+                )
+            else:
+                verdict = verdict.model_copy(update={"approved": False, "comments": [reason]})
         said = "unclear, so the proven facts decided" if approves is None else reply.content
         return TextMessage(
             content=verdict.to_text(),
@@ -213,8 +280,30 @@ class VerdictMiddleware:
                 *notes,
                 *reply.notes,
                 f"reviewed without tools ({why}); the model's verdict: {_trimmed(said)}",
+                *overruled_notes(verdict),
             ],
         )
+
+
+_PROVEN_TOPICS = re.compile(
+    r"top[- ]?level|\bmain\b|module level|print|output|console|code blocks?|\btag|language"
+    r"|python|syntax|parse",
+    re.IGNORECASE,
+)
+"""Words of an objection about a check the code proves (not, say, about the algorithm)."""
+
+
+def _all_proven(facts: CodeFacts) -> bool:
+    """The code proves every check of the review (one runnable block that parses, runs at the
+    top level and prints)."""
+    return (
+        facts.block_count >= 1
+        and not facts.has_multiple_code_blocks
+        and facts.is_runnable_language
+        and facts.parses
+        and facts.top_level is not None
+        and facts.prints_result is not None
+    )
 
 
 def _plain_verdict(text: str) -> bool | None:

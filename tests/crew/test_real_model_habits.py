@@ -94,3 +94,52 @@ async def test_context_overflow_from_the_endpoint_stops_with_that_reason(
     assert result.stop_reason is StopReason.CONTEXT_OVERFLOW
     assert "exceeds the available context size" in result.stop_detail
     assert len(model_server.requests) == 1
+
+
+SUM_CODE = "```python\nprint(sum(range(10)))\n```"
+SUM_RUNS = {"print(sum(range(10)))": Outcome(stdout="45\n")}
+
+
+async def test_a_reviewer_calling_working_code_broken_is_overruled(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.add(
+        coder_turn(SUM_CODE),
+        review_turn(is_top_level_statement=False, is_print_result_to_console=False).model_copy(
+            update={"content": "It should use a main() function."}
+        ),
+        admin_final_turn("45"),
+    )
+    sandbox = ScriptedSandbox(SUM_RUNS)
+
+    result = await solve_task("Sum 0..9.", settings_on(model_server), sandbox=sandbox)
+
+    assert result.solved, result.stop_detail
+    review = next(m for m in result.messages if m.sender == "reviewer")
+    assert review.data.approved
+    assert "the code overruled the reviewer model: is_top_level_statement=False" in (
+        " ".join(review.notes)
+    )
+    # the model's remark reaches the coder as advice, next to the approval
+    assert "It should use a main() function." in review.content
+    assert len(sandbox.programs) == 1
+
+
+async def test_a_plain_text_rejection_of_proven_code_is_overruled(
+    model_server: ScriptedModelServer,
+) -> None:
+    no_tools = "registry.ollama.ai/library/gemma2:2b does not support tools"
+    model_server.add(
+        coder_turn(SUM_CODE),
+        Turn(agent="reviewer", tools=True, status=400, error_message=no_tools),
+        Turn(agent="reviewer", tools=False, content="REJECT: it is not at the top level"),
+        admin_final_turn("45"),
+    )
+
+    result = await solve_task(
+        "Sum 0..9.", settings_on(model_server), sandbox=ScriptedSandbox(SUM_RUNS)
+    )
+
+    assert result.solved, result.stop_detail
+    review = next(m for m in result.messages if m.sender == "reviewer")
+    assert "the code overruled the reviewer model: REJECT" in " ".join(review.notes)

@@ -56,14 +56,31 @@ def test_provable_problems_override_an_approving_model(text: str, expected_comme
     assert verdict.to_text().startswith(COMMENTS_HEADLINE)
 
 
-def test_the_models_objections_are_kept() -> None:
-    claims = GOOD_CLAIMS.model_copy(update={"is_top_level_statement": False})
-    verdict = decide(claims, inspect_code("```python\nprint(1)\n```"))
+def test_the_models_objections_are_kept_where_the_code_proves_nothing() -> None:
+    claims = GOOD_CLAIMS.model_copy(update={"is_print_result_to_console": False})
+    verdict = decide(claims, inspect_code("```javascript\nlet x = 42\n```"))
     assert not verdict.approved
     assert verdict.comments == [
-        "The code does not run at the top level. Write a script whose statements run "
-        "directly (call your functions at module level)."
+        "The code does not print its result. Print the result to the console."
     ]
+    assert verdict.overruled == []
+
+
+def test_a_false_claim_is_overruled_by_what_the_code_proves() -> None:
+    claims = GOOD_CLAIMS.model_copy(
+        update={"is_top_level_statement": False, "is_print_result_to_console": False}
+    )
+    remark = "Wrap the code in a main() function."
+    facts = inspect_code("```python\nprint(sum(range(10)))\n```")
+    verdict = decide(claims, facts, remarks=[remark])
+    assert verdict.approved
+    assert verdict.comments == []
+    assert verdict.overruled == [
+        "is_top_level_statement=False, but the code runs statements at module level",
+        "is_print_result_to_console=False, but the code calls print",
+    ]
+    assert verdict.to_text().startswith(APPROVAL_TEXT)
+    assert remark in verdict.to_text()  # the model's remark still reaches the coder
 
 
 def test_approval_text_is_the_seeds() -> None:
