@@ -57,6 +57,7 @@ if typing.TYPE_CHECKING:
         EndpointTimeoutError,
         ModelReplyError,
         ToolsUnsupportedError,
+        TruncatedReplyError,
         spent_usage,
     )
     from ._openai_agent import AGENT_HEADER, ModelCallWatcher, OpenAIChatAgent
@@ -144,6 +145,7 @@ else:
             "ModelReplyError": "._model_errors",
             "OpenAIChatAgent": "._openai_agent",
             "ToolsUnsupportedError": "._model_errors",
+            "TruncatedReplyError": "._model_errors",
             "spent_usage": "._model_errors",
             "AmbiguousWorkflowError": "._orchestrators",
             "OrchestrationContext": "._orchestrators",
@@ -236,6 +238,7 @@ __all__ = [
     "ToolsUnsupportedError",
     "Transition",
     "TrimContextMiddleware",
+    "TruncatedReplyError",
     "UnsignalledCompletion",
     "Usage",
     "UserProxyAgent",

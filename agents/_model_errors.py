@@ -23,6 +23,10 @@ class EmptyReplyError(ModelReplyError):
     """The model answered with no text and no call."""
 
 
+class TruncatedReplyError(ModelReplyError):
+    """The model's reply was cut off at its length limit, even when asked to be shorter."""
+
+
 class ToolsUnsupportedError(ModelReplyError):
     """The endpoint accepts no request that offers tools (for this model)."""
 

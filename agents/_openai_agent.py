@@ -27,6 +27,10 @@ Tolerance of real endpoints:
   again in the alternating form (:func:`~._chat_format.in_form`); the form that worked is
   remembered per model in the :class:`ChatFormMemory` the agents of one endpoint share. The
   endpoint's ``chat_form`` setting forces a form instead.
+* A text reply cut off at its length limit (``finish_reason="length"``) is asked again
+  once, with a note that it was cut off and must be shorter; cut off again, it raises
+  :class:`TruncatedReplyError`. Reasoning cut off before any visible text is returned as is
+  (role-play speaker selection then gives the model room to think).
 * Without ``usage`` in the answer, tokens are estimated (``Usage.estimated``); a shared
   :class:`TokenMeter` caps every request's ``max_tokens`` at what is left of the budget and
   also counts replies that ended in an error and abandoned requests.
@@ -78,10 +82,18 @@ from ._model_errors import (
     EndpointTimeoutError,
     ModelReplyError,
     ToolsUnsupportedError,
+    TruncatedReplyError,
 )
+from ._reasoning import is_unfinished_reasoning
 from ._tokens import TokenMeter, estimate_prompt_tokens, estimate_tokens, estimated_usage
 from ._tool_choice import choice_forms, choice_key, choice_label, offered_names, with_choice
 from ._tool_text import calls_from_text, without_repeats
+
+SHORTER_REPLY = (
+    "Your last answer was cut off: it reached {limit}. Answer again, shorter: only what the "
+    "task needs (one code block, no long explanations)."
+)
+"""Asked after a reply that was cut off at its length limit."""
 
 AGENT_HEADER = "X-Sandcrew-Agent"
 """Every request names the calling agent in this header (scripted test servers match on it)."""
@@ -239,7 +251,39 @@ class OpenAIChatAgent(BaseAgent):
                 f"{self._where} cannot be offered tools: {self.tools_unsupported}"
             )
         notes: list[str] = []
-        spent: Usage | None = None
+        reply, cut_off = await self._answer(request, offered, notes, None)
+        if not cut_off:
+            return reply
+        # A reply cut off at its length limit is unusable (an unclosed code block, a lost
+        # completion signal): ask once more, saying what was wrong.
+        limit = request.get("max_tokens")
+        where = f"its limit of {limit} tokens" if limit else "the server's length limit"
+        notes.append(
+            f"{self.name}'s reply was cut off at {where} (finish_reason='length'); "
+            "asked again for a shorter one"
+        )
+        shorter = SHORTER_REPLY.format(limit=f"{limit} tokens" if limit else "the length limit")
+        asked = {"role": "user", "content": shorter}
+        retry = {**request, "messages": [*request["messages"], asked]}
+        reply, cut_off = await self._answer(retry, offered, notes, reply.usage)
+        if not cut_off:
+            return reply
+        raise TruncatedReplyError(
+            f"{self._where} wrote past {where} twice (finish_reason='length'); raise the "
+            "role's reply cap (the reply_tokens settings) or ask for less",
+            usage=reply.usage,
+            notes=notes,
+        )
+
+    async def _answer(
+        self,
+        request: dict[str, Any],
+        offered: list[str],
+        notes: list[str],
+        spent: Usage | None,
+    ) -> tuple[Message, bool]:
+        """The reply to ``request`` (sent in the chat form the endpoint needs, empty replies
+        asked again) and whether it was cut off at its length limit."""
         form = self.form_to_send()
         tried: list[str] = []
         empties = 0
@@ -267,7 +311,13 @@ class OpenAIChatAgent(BaseAgent):
                     self._unalternated_empties = 0
                     if self.chat_form == "auto" and form is not ChatForm.OPEN:
                         self.chat_forms.remember(self.model, form)
-                    return reply.model_copy(update={"usage": spent, "notes": notes})
+                    cut_off = (
+                        completion.choices[0].finish_reason == "length"
+                        and isinstance(reply, TextMessage)
+                        # reasoning cut short is the caller's to judge (role play gives room)
+                        and not is_unfinished_reasoning(reply.content)
+                    )
+                    return reply.model_copy(update={"usage": spent, "notes": list(notes)}), cut_off
                 empties += 1
                 detail = _empty_detail(completion)
                 if unalternated:

@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
         CrewSettings,
         InvalidSettings,
         ModelRole,
+        ReplyTokens,
     )
     from sandcrew.crew._workflow import crew_workflow
 else:
@@ -58,6 +59,7 @@ else:
             "CrewSettings": "._settings",
             "InvalidSettings": "._settings",
             "ModelRole": "._settings",
+            "ReplyTokens": "._settings",
             "crew_workflow": "._workflow",
         },
     )
@@ -78,6 +80,7 @@ __all__ = [
     "CrewSettings",
     "InvalidSettings",
     "ModelRole",
+    "ReplyTokens",
     "ReviewClaims",
     "ReviewVerdict",
     "RunnerAgent",

@@ -149,6 +149,7 @@ class Crew:
             system_message=prompt,
             description=description,
             temperature=temperature,
+            max_tokens=self.settings.reply_tokens.for_role(role),
             client=self.client,
             token_meter=self.token_meter,
             watcher=self.watcher,

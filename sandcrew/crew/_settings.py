@@ -61,6 +61,33 @@ class CrewMode(enum.StrEnum):
     """The graph narrows the candidates; the admin decides only between several."""
 
 
+MAX_REPLY_TOKENS = 10**6
+
+
+class ReplyTokens(BaseModel):
+    """The most tokens one reply of each role may take (the ``max_tokens`` of its requests),
+    sized for its job: a code block, a review call, a short final answer. Speaker selection
+    asks for a name with the role-play limit of 128 tokens. A reply cut off at its cap is
+    asked again once, shorter. Raise them for reasoning models, whose thinking counts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    coder: int = Field(default=2048, ge=16, le=MAX_REPLY_TOKENS)
+    """One code block with a few lines around it."""
+    reviewer: int = Field(default=512, ge=16, le=MAX_REPLY_TOKENS)
+    """One review call (or an APPROVE / REJECT line), with room for a remark."""
+    admin: int = Field(default=512, ge=16, le=MAX_REPLY_TOKENS)
+    """The final answer and the completion signal."""
+
+    def for_role(self, role: ModelRole) -> int:
+        caps: dict[ModelRole, int] = {
+            "coder": self.coder,
+            "reviewer": self.reviewer,
+            "admin": self.admin,
+        }
+        return caps[role]
+
+
 class CrewSettings(BaseModel):
     """Everything a crew needs to run one task."""
 
@@ -82,6 +109,8 @@ class CrewSettings(BaseModel):
     context_tokens: int = Field(default=8192, ge=2048, le=10**7)
     """The models' context size: the oldest turns are left out of a request that would not
     fit it (the task and the latest code, review and run always stay)."""
+    reply_tokens: ReplyTokens = Field(default_factory=ReplyTokens)
+    """Per-role caps of one reply (``max_tokens``); see :class:`ReplyTokens`."""
     max_output_chars: int = Field(default=4000, ge=100, le=10**7)
     """Longer texts (run outputs, long replies) reach a model trimmed to head and tail."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
@@ -105,4 +134,11 @@ class CrewSettings(BaseModel):
         return self.role_models.get(role, self.endpoint.model)
 
 
-__all__ = ["DEFAULT_MODEL", "CrewMode", "CrewSettings", "InvalidSettings", "ModelRole"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "CrewMode",
+    "CrewSettings",
+    "InvalidSettings",
+    "ModelRole",
+    "ReplyTokens",
+]

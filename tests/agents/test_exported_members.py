@@ -37,6 +37,7 @@ def test_agents_exports() -> None:
             "TokenBudgetExhaustedError",
             "TokenMeter",
             "ToolsUnsupportedError",
+            "TruncatedReplyError",
             "estimate_tokens",
             "spent_usage",
             "FunctionCallAttempt",

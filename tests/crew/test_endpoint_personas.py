@@ -3,7 +3,6 @@ to the scripted server replaying how real servers answer, and real containers.""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 
 from sandcrew.agents._tokens import estimate_prompt_tokens
+from sandcrew.crew import ReplyTokens
 from sandcrew.testing import PERSONAS, ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, run_cli
 
@@ -124,9 +124,13 @@ def test_every_request_carries_max_tokens_within_the_budget(tmp_path: Path) -> N
     assert completed.returncode == 0, completed.stderr
     calls = model_calls(server)
     caps = [request.body["max_tokens"] for request in calls]
-    # The prompt is paid for first (estimated): the reply gets what is left after it.
-    assert caps[0] == budget - estimate_prompt_tokens(calls[0].body)
-    assert all(later < earlier for earlier, later in itertools.pairwise(caps))
+    role_caps = [ReplyTokens().for_role(role) for role in ("coder", "reviewer", "admin")]
+    # The prompt is paid for first (estimated): the reply gets what is left after it, at
+    # most its role's cap.
+    assert caps[0] == min(role_caps[0], budget - estimate_prompt_tokens(calls[0].body))
+    left = [budget - estimate_prompt_tokens(request.body) for request in calls]
+    for cap, role_cap, room in zip(caps, role_caps, left, strict=True):
+        assert cap <= min(role_cap, room)
     assert summary["total_tokens"] <= budget
     assert summary["tokens_estimated"] is True
 
