@@ -110,6 +110,9 @@ REASONING_ROLE_PLAY_OPTIONS = GenerateReplyOptions(temperature=0, max_tokens=204
 the reasoning, and no ``':'`` stop sequence (reasoning is full of colons)."""
 
 
+_ANSWER_WITH = "Answer with 'From name:' where name is exactly one of: {names}"
+
+
 def role_play_prompt(candidates: Sequence[Agent]) -> str:
     """The role-play instruction for the admin (AutoGen.NET's text; descriptions added when
     agents have them, so the admin knows what each role does)."""
@@ -184,8 +187,9 @@ class RolePlayOrchestrator:
     asking the admin. Otherwise the admin gets the role-play prompt as the system message
     (which takes the place of the admin's own system message), then the rewritten history,
     with temperature 0, max tokens 128 and stop ``":"``. A reply naming no candidate, or
-    several (with feedback), or no usable reply at all (a :class:`ModelBehaviorError`), is
-    asked again, up to ``max_attempts`` attempts in all; then the chat goes on with the
+    several, or no usable reply at all (a :class:`ModelBehaviorError`), is asked again with
+    a message saying what was wrong (so no retry repeats a request), up to ``max_attempts``
+    attempts in all; then the chat goes on with the
     round-robin choice among the candidates, and the context's notes say so. A reply that
     stopped inside a ``<think>`` block marks the admin as a reasoning model: its requests
     from then on leave room for the reasoning.
@@ -222,8 +226,18 @@ class RolePlayOrchestrator:
             try:
                 reply = await self.admin.generate_reply(messages, self.options)
             except ModelBehaviorError as error:
-                # An unusable answer (empty, refused) is one more reply naming nobody.
+                # An unusable answer (empty, refused, cut off) is one more reply naming
+                # nobody; the next request says so (asking the same again gets the same).
                 replies.append(f"<no usable reply: {error}>")
+                messages.append(
+                    TextMessage(
+                        role="user",
+                        content=(
+                            "Your answer could not be used (it was empty or cut off). "
+                            f"{_ANSWER_WITH.format(names=names)}"
+                        ),
+                    )
+                )
                 continue
             context.record_usage(reply.usage)
             if is_unfinished_reasoning(reply.content) and self.options is ROLE_PLAY_OPTIONS:
@@ -235,16 +249,19 @@ class RolePlayOrchestrator:
                 return chosen
             replies.append(reply.content)
             visible = strip_reasoning(reply.content).strip()
-            messages += [
-                TextMessage(role="assistant", content=visible, sender=self.admin.name),
+            if visible:
+                messages.append(
+                    TextMessage(role="assistant", content=visible, sender=self.admin.name)
+                )
+            messages.append(
                 TextMessage(
                     role="user",
                     content=(
                         f"{visible!r} does not name exactly one of the available roles. "
-                        f"Answer with 'From name:' where name is exactly one of: {names}"
+                        f"{_ANSWER_WITH.format(names=names)}"
                     ),
-                ),
-            ]
+                )
+            )
         fallback = _round_robin_among(candidates, context)
         context.notes.append(
             f"the admin {self.admin.name!r} did not name exactly one next speaker in "

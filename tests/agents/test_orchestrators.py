@@ -357,3 +357,31 @@ async def test_an_empty_selection_reply_is_asked_again_not_an_error(
     assert result.stop_reason is StopReason.MAX_ROUNDS
     assert [m.sender for m in result.new_messages] == ["runner"]
     assert len(scripted_model_server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        ["Let me think about who should go next."] * 3,
+        [""] * 3,
+        ["", "Let me think.", ""],
+    ],
+    ids=["rambling", "empty", "mixed"],
+)
+async def test_every_retried_selection_request_says_what_was_wrong(
+    scripted_model_server: ScriptedModelServer, model_agent: AgentFactory, answers: list[str]
+) -> None:
+    scripted_model_server.add(*(Turn(agent="admin", content=text) for text in answers))
+    coder, runner = ScriptedAgent("coder", ["code"]), ScriptedAgent("runner")
+    # (no empty-reply retry in the agent, and no switch of chat form after two empties)
+    admin = model_agent("admin", empty_reply_retries=0, chat_form="open")
+    chat = GroupChat([runner, coder], admin=admin)
+
+    result = await chat.call([said("runner", "task")], max_round=1)
+
+    requests = [request.messages for request in scripted_model_server.requests]
+    assert len(requests) == 3
+    # no request is sent twice: each retry adds what was wrong with the answer before
+    assert requests[0] != requests[1] != requests[2] != requests[0]
+    assert "Answer with 'From name:'" in requests[1][-1]["content"]
+    assert "'coder' speaks next by round robin" in result.notes[0]
