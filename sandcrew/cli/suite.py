@@ -123,9 +123,14 @@ def run(
     ] = IsolationName.TASK,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
+    token_budget: options.TokenBudget = None,
+    time_budget: options.TimeBudget = None,
+    request_timeout: options.RequestTimeout = None,
     config: options.Config = None,
 ) -> None:
-    """Solve every task of SUITE and check the results in throwaway containers."""
+    """Solve every task of SUITE and check the results in throwaway containers.
+
+    With the crew solver, --token-budget and --time-budget apply to each task's chat."""
     from sandcrew.cli._preflight import check_before_solving, check_sandbox_image
     from sandcrew.suites import (
         CompletionsSolver,
@@ -135,10 +140,22 @@ def run(
         read_json_report,
     )
 
+    crew_flags = {
+        "--token-budget": token_budget,
+        "--time-budget": time_budget,
+        "--request-timeout": request_timeout,
+    }
+    given = [flag for flag, value in crew_flags.items() if value is not None]
+    if given and solver is not SolverName.CREW:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise SuiteError(f"{', '.join(given)} only {verb} to --solver crew")
     settings = options.settings_from_options(
         config=config,
         model=model,
         base_url=base_url,
+        token_budget=token_budget,
+        time_budget=time_budget,
+        request_timeout=request_timeout,
         sandbox=options.sandbox_flags(run_timeout=run_timeout),
     )
     chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
