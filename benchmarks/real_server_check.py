@@ -1,11 +1,17 @@
 """Checks what must hold in the runs of real_server.sh and prints one line per run.
 
 Usage: python3 benchmarks/real_server_check.py RESULTS_DIR --budget N (exit 1 on a failure).
+
+Every request the server refused must be a refusal of the conversation's turn structure that
+the crew answered by switching form (a note in the transcript), at most one per solve, and
+followed by an accepted request. Reviews must be made by the named call where the server
+offers function calling (chatml-function-calling); elsewhere the plain-text review counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sys
@@ -13,9 +19,15 @@ from pathlib import Path
 from typing import Any
 
 ACCEPTED = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
+FORM_SWITCH = re.compile(r"refused the [a-z-]+ form of the conversation|sent it in the \S+ form")
 
 
-def check_run(run: Path, budget: int) -> tuple[dict[str, Any], list[str]]:
+def form_switches(records: list[dict[str, Any]]) -> list[str]:
+    """The notes that say the crew sent the conversation in another chat form."""
+    return [n for r in records for n in r.get("notes", []) if FORM_SWITCH.search(n)]
+
+
+def check_run(run: Path, budget: int, calls_required: bool) -> tuple[dict[str, Any], list[str]]:
     problems: list[str] = []
     rc = int(run.with_suffix(".rc").read_text().strip())
     stderr = run.with_suffix(".err").read_text()
@@ -37,8 +49,11 @@ def check_run(run: Path, budget: int) -> tuple[dict[str, Any], list[str]]:
         if isinstance(r.get("data"), dict)
         and not any("without tools" in n or "rejected tool_choice" in n for n in r["notes"])
     ]
-    if len(by_call) != len(reviews):
+    if calls_required and len(by_call) != len(reviews):
         problems.append(f"{len(reviews) - len(by_call)} review(s) not made by the named call")
+    switches = form_switches(records)
+    if len(switches) > 1:
+        problems.append(f"the chat form was switched {len(switches)} times (at most once)")
     largest_prompt = max(
         (r["usage"]["prompt_tokens"] for r in records if r.get("usage")), default=0
     )
@@ -53,7 +68,8 @@ def check_run(run: Path, budget: int) -> tuple[dict[str, Any], list[str]]:
         "tokens": summary["total_tokens"],
         "estimated": summary.get("tokens_estimated"),
         "reviews": f"{len(by_call)}/{len(reviews)} by call",
-        "detail": summary["stop_detail"][:90],
+        "form": switches[0][:120] if switches else "open form accepted",
+        "detail": summary["stop_detail"][:160],
     }, problems
 
 
@@ -66,10 +82,23 @@ def main() -> int:
     for folder in sorted(path for path in options.results.iterdir() if path.is_dir()):
         statuses = ACCEPTED.findall((folder / "server.log").read_text())
         refused = [status for status in statuses if status != "200"]
-        print(f"## {folder.name}: {len(statuses)} requests, {len(refused)} not accepted")
-        failed |= bool(refused)
-        for run in sorted(folder.glob("*.rc")):
-            row, problems = check_run(run.with_suffix(""), options.budget)
+        runs = [run.with_suffix("") for run in sorted(folder.glob("*.rc"))]
+        refusals = sum(
+            "refused the" in note
+            for run in runs
+            if run.with_suffix(".jsonl").exists()
+            for note in form_switches(
+                [json.loads(line) for line in run.with_suffix(".jsonl").read_text().splitlines()]
+            )
+        )
+        twice = sum(1 for a, b in itertools.pairwise(statuses) if a != "200" and b != "200")
+        print(
+            f"## {folder.name}: {len(statuses)} requests, {len(refused)} refused "
+            f"({refusals} answered by a change of chat form; {twice} refused twice in a row)"
+        )
+        failed |= len(refused) != refusals or twice > 0
+        for run in runs:
+            row, problems = check_run(run, options.budget, "function-calling" in folder.name)
             failed |= bool(problems)
             verdict = "ok" if not problems else "FAIL " + "; ".join(problems)
             print("  " + " | ".join(f"{key}={value}" for key, value in row.items()), "|", verdict)
