@@ -33,8 +33,6 @@ back as ``alone``: its status says nothing of the program. A task timed out
 when its main process ended past its limit, as the zygote saw it end.
 """
 
-from __future__ import annotations
-
 import importlib
 import io
 import os

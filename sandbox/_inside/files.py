@@ -9,8 +9,6 @@ they are root's, mode 0444. Artifacts are what the program left in
 files only, never through a link, within caps and a time bound.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 import stat

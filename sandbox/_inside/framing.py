@@ -11,8 +11,6 @@ environment), so a program that prints on the same stream cannot forge one.
   (:func:`batch_frame`, read back with :func:`parse_batch_head`).
 """
 
-from __future__ import annotations
-
 import os
 
 ACKNOWLEDGEMENT = b"."

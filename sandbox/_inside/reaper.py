@@ -13,8 +13,6 @@ Everything here runs in the container, the batch parts as the task's uid after
 every process of it is gone, so nothing moves under them.
 """
 
-from __future__ import annotations
-
 import ctypes
 import errno
 import os

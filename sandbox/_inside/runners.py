@@ -1,7 +1,5 @@
 """How each language's program is started: one table, read by the host and by the supervisors."""
 
-from __future__ import annotations
-
 
 class LanguageRunner:
     """Where a program is written inside the container, which interpreter runs it, and how.

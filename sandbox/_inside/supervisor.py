@@ -12,8 +12,6 @@ trailer on stdout and stderr. It is also the watchdog: ``watchdog`` seconds
 after the header it ends the container whatever happens.
 """
 
-from __future__ import annotations
-
 import os
 import signal
 import sys

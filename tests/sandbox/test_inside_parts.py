@@ -266,9 +266,15 @@ def test_the_host_and_the_container_read_one_runner_table() -> None:
     assert _languages.RUNNERS is runners.RUNNERS
 
 
-def test_the_bootstrap_carries_every_module_within_one_argument() -> None:
-    command = inside_command("batch", "/workspace")
-    assert command[:4] == ["python3", "-I", "-S", "-c"]
-    assert len(command[4].encode()) < 128 * 1024
-    for module in ("batch", "files", "framing", "privileges", "reaper", "runners", "supervisor"):
-        assert f"'{module}':" in command[4]
+def test_a_command_carries_its_entry_and_the_siblings_it_imports_only() -> None:
+    supervisor = inside_command("supervisor", "/workspace", "1000", "1000")
+    batch = inside_command("batch", "/workspace")
+    assert supervisor[:4] == ["python3", "-I", "-S", "-c"]
+    assert supervisor[5:] == ["/workspace", "1000", "1000"]
+    for command in (supervisor, batch):
+        assert len(command[4].encode()) < 128 * 1024
+        for module in ("framing", "privileges", "reaper", "runners"):
+            assert f"'{module}':" in command[4]
+    assert "'files':" in supervisor[4]
+    assert "'batch':" not in supervisor[4]
+    assert "'supervisor':" not in batch[4]
