@@ -13,7 +13,7 @@ from rich.markup import escape
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
-from sandcrew.cli._files import files_from_paths, save_artifacts
+from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._terminal import reset_attributes, write_untrusted
 from sandcrew.errors import UserError
 from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult
@@ -87,13 +87,15 @@ def run(
     chosen_language = language.value if language else _language_of(source)
     code = read_program(source, limit=settings.sandbox.max_code_bytes)
     files = files_from_paths(file or [])
+    check_out_folder(out)
     result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language, files=files)
+    where = None
     if out is not None:
-        result = save_artifacts(result, out)
+        [result], where = save_run_files([result], out)
     if as_json:
         _output.print_json(json_document(result))
     else:
-        _print_result(result)
+        _print_result(result, saving=out is not None, where=where)
     raise typer.Exit(exit_code_for(result))
 
 
@@ -153,7 +155,7 @@ def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
         raise UserError(f"cannot read {shown}: {error}") from None
 
 
-def _print_result(result: ExecutionResult) -> None:
+def _print_result(result: ExecutionResult, *, saving: bool, where: str | None) -> None:
     # The program's output is untrusted: on a terminal its control sequences are shown, not run.
     write_untrusted(sys.stdout, result.stdout)
     if result.stderr:
@@ -177,18 +179,21 @@ def _print_result(result: ExecutionResult) -> None:
     status.print(
         f"{headline} · {result.duration:.2f}s · {escape(result.image)}{extra}", style="dim"
     )
-    for line in artifact_lines(result.artifacts):
+    for line in artifact_lines(result.artifacts, saving=saving):
         status.print(escape(line), style="dim", soft_wrap=True)
+    if where is not None:
+        status.print(escape(where), style="yellow", soft_wrap=True)
     if result.artifacts_truncated:
         status.print("some output files were left out: over the output limits", style="yellow")
     for note in result.artifacts_skipped:
         status.print(f"left out: out/{escape(note)}", style="yellow", soft_wrap=True)
 
 
-def artifact_lines(artifacts: tuple[Artifact, ...] | list[Artifact]) -> list[str]:
-    """One line per artifact: where it was saved, or that ``--out`` would save it."""
+def artifact_lines(artifacts: tuple[Artifact, ...] | list[Artifact], *, saving: bool) -> list[str]:
+    """One line per artifact: where it was saved, or that it was not (``--out`` saves them)."""
     lines = []
+    unsaved = "not saved (see the note below)" if saving else "not saved (use --out DIR)"
     for artifact in artifacts:
-        where = f"saved to {artifact.path}" if artifact.path else "not saved (use --out DIR)"
+        where = f"saved to {artifact.path}" if artifact.path else unsaved
         lines.append(f"out/{artifact.name} ({artifact.size} bytes, {artifact.media_type}): {where}")
     return lines
