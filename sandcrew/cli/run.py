@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from sandcrew.cli import _options as options
@@ -161,7 +160,7 @@ def _print_result(result: ExecutionResult, *, saving: bool, where: str | None) -
     if result.stderr:
         write_untrusted(sys.stderr, result.stderr)
     reset_attributes(sys.stderr)
-    status = Console(stderr=True, highlight=False)
+    status = _output.console(stderr=True, highlight=False)
     notes = []
     if result.stdout_truncated:
         notes.append("stdout truncated")
