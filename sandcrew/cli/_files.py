@@ -27,6 +27,8 @@ def files_from_paths(paths: list[Path]) -> dict[str, Path]:
                     add(found.relative_to(path).as_posix(), found)
         elif path.is_file():
             add(path.name, path)
+        elif path.exists():
+            raise UserError(f"input file {path} is not a regular file (nor a folder)")
         else:
             raise UserError(f"input file not found: {path}")
     return files

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
@@ -120,7 +122,8 @@ def _language_of(source: str) -> str:
 def read_program(source: str, *, limit: int) -> str:
     """The program text of ``source`` (a path, or ``-`` for stdin), at most ``limit`` bytes.
 
-    Reads at most ``limit + 1`` bytes, so an endless source (``/dev/zero``, a
+    A path must name a regular file (a FIFO, a device or a folder is refused, never
+    waited on). Reads at most ``limit + 1`` bytes, so an endless source (``/dev/zero``, a
     huge pipe) costs no more memory than the cap before it is refused.
     """
     shown = "stdin" if source == "-" else source
@@ -130,12 +133,19 @@ def read_program(source: str, *, limit: int) -> str:
         raw = _read_at_most(sys.stdin.buffer, limit + 1, shown)
     else:
         try:
-            with Path(source).open("rb") as file:
-                raw = _read_at_most(file, limit + 1, shown)
+            # Not blocking: a FIFO opens at once, and is then refused like any non-file.
+            handle = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             raise UserError(f"no such file: {source}") from None
         except OSError as error:
             raise UserError(f"cannot read {source}: {error}") from None
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)
+            raise UserError(
+                f"cannot read {source}: not a regular file (give a file, or - for stdin)"
+            )
+        with os.fdopen(handle, "rb") as file:
+            raw = _read_at_most(file, limit + 1, shown)
     if len(raw) > limit:
         raise UserError(f"{shown} is larger than the sandbox accepts (at most {limit} bytes)")
     try:
