@@ -1,10 +1,11 @@
 """The MCP server: sandcrew's tool contracts on the official SDK's low-level server.
 
-Errors follow the protocol's split: a call the server refuses (unknown tool, arguments
-that do not match the schema, limits exceeded, code too large, unknown language) is an
-MCP error (``-32602`` invalid params) naming the problem; an infrastructure failure
-(Docker unreachable, image missing) is a tool result with ``isError`` so the client's
-model can read it; a program's own failure is an ordinary result.
+Errors follow the protocol's split (specification 2025-11-25): a call to a tool the
+server does not have is an MCP error (``-32602`` invalid params); arguments the tool
+refuses (wrong types, limits exceeded, code too large, unknown language) and an
+infrastructure failure (Docker unreachable, image missing) are tool results with
+``isError``, whose text is written for the client's model to read and correct its call;
+a program's own failure is an ordinary result.
 """
 
 from __future__ import annotations
@@ -69,13 +70,12 @@ def build_server(toolbox: SandboxToolbox, limits: ServerLimits, *, with_solve: b
             )
         error = scope.raised
         if error is None or isinstance(error, UserError):
-            raise MCPError(code=types.INVALID_PARAMS, message=_refusal(tool.name, outcome, error))
-        if not isinstance(error, SandcrewError):
-            _log.error("%s failed unexpectedly", tool.name, exc_info=error)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=f"{tool.name} failed: {error}")],
-            is_error=True,
-        )
+            message = _refusal(tool.name, outcome, error)
+        else:
+            if not isinstance(error, SandcrewError):
+                _log.error("%s failed unexpectedly", tool.name, exc_info=error)
+            message = f"{tool.name} failed: {error}"
+        return tool_error(message)
 
     return Server(
         SERVER_NAME,
@@ -90,6 +90,13 @@ def build_server(toolbox: SandboxToolbox, limits: ServerLimits, *, with_solve: b
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+    )
+
+
+def tool_error(message: str) -> types.CallToolResult:
+    """A tool execution error: the client's model reads ``message`` and may try again."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
     )
 
 
