@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,23 @@ def test_artifact_save_refuses_a_link_on_the_way_and_an_existing_file(tmp_path: 
     saved = Artifact(name="new/x.txt", size=1, media_type="text/plain", data=b"x").save(folder)
     assert saved.path == str(folder / "new" / "x.txt")
     assert (folder / "new" / "x.txt").read_bytes() == b"x"
+
+
+def test_the_security_pages_out_example_runs_as_written(tmp_path: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "security.md").read_text()
+    section = page[page.index("### What `--out DIR` writes") :]
+    script = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    bin_folder = Path(sys.executable).parent
+
+    completed = subprocess.run(
+        ["bash", "-euc", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{bin_folder}:{os.environ['PATH']}"},
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "mine\ntheirs"
