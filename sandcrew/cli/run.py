@@ -67,7 +67,10 @@ def run(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Save the files the program writes into out/ to this folder."),
+        typer.Option(
+            help="Save the files the program writes into out/ to this folder (into a new "
+            "folder inside it when it is not empty; nothing is replaced)."
+        ),
     ] = None,
 ) -> None:
     """Run FILE (or stdin) in a new hardened container and print what it printed.

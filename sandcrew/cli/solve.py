@@ -79,7 +79,10 @@ def solve(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Save the files the runs write into out/ to this folder."),
+        typer.Option(
+            help="Save the files the runs write into out/ to this folder (into a new "
+            "folder inside it when it is not empty; nothing is replaced)."
+        ),
     ] = None,
 ) -> None:
     """Solve TASK with the crew.
