@@ -317,6 +317,9 @@ class _ChatRun:
             return None
         except SandcrewError as error:
             self._spend(context)
+            # What the failed request tried (a change of chat form, a retry) is kept.
+            tried = getattr(error, "notes", None) or []
+            self.notes.extend(f"round {self.rounds + 1}: {note}" for note in tried)
             self._finish(self.policy.failed(error, stage=stage))
             return None
         if reply is None:

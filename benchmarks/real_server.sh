@@ -8,7 +8,7 @@
 #
 # A format is a llama-cpp-python --chat_format, `template` (the model's own chat template),
 # or `jinja:NAME`: the Jinja chat template of benchmarks/templates/NAME.json given to the
-# server (--chat_format hf-tokenizer-config). gemma2, gemma3 and mistral enforce what those
+# server (benchmarks/llama_template_server.py). gemma2, gemma3 and mistral enforce what those
 # families' templates enforce (alternating roles; gemma2 also refuses the system role),
 # llama3 lays out any order. A format may name its own model file: `jinja:gemma2@FILE.gguf`.
 #
@@ -64,14 +64,15 @@ for entry in $FORMATS; do
     dir="$OUT/${format//:/-}"
     mkdir -p "$dir"
     args=(--model "$model" --host 127.0.0.1 --port "$PORT" --n_ctx 4096)
+    launch=("$LLAMA_PYTHON" -m llama_cpp.server)
     case "$format" in
         template) ;;
         jinja:*)
-            args+=(--chat_format hf-tokenizer-config
-                --hf_tokenizer_config_path "benchmarks/templates/${format#jinja:}.json") ;;
+            launch=("$LLAMA_PYTHON" benchmarks/llama_template_server.py
+                "benchmarks/templates/${format#jinja:}.json") ;;
         *) args+=(--chat_format "$format") ;;
     esac
-    "$LLAMA_PYTHON" -m llama_cpp.server "${args[@]}" >"$dir/server.log" 2>&1 &
+    "${launch[@]}" "${args[@]}" >"$dir/server.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 1 120); do
         curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && break

@@ -22,6 +22,16 @@ ACCEPTED = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
 FORM_SWITCH = re.compile(r"refused the [a-z-]+ form of the conversation|sent it in the \S+ form")
 
 
+def run_records(run: Path) -> list[dict[str, Any]]:
+    """The transcript's records, and the result's own notes (a failed request's) as one more."""
+    records = [json.loads(line) for line in run.with_suffix(".jsonl").read_text().splitlines()]
+    try:
+        summary = json.loads(run.with_suffix(".json").read_text())
+    except ValueError:
+        return records
+    return [*records, {"notes": summary.get("notes") or []}]
+
+
 def form_switches(records: list[dict[str, Any]]) -> list[str]:
     """The notes that say the crew sent the conversation in another chat form."""
     return [n for r in records for n in r.get("notes", []) if FORM_SWITCH.search(n)]
@@ -41,7 +51,7 @@ def check_run(run: Path, budget: int, calls_required: bool) -> tuple[dict[str, A
         return {"run": run.stem, "exit": rc}, [*problems, "no JSON result"]
     if not summary.get("stop_reason") or not summary.get("stop_detail"):
         problems.append("no stated stop reason")
-    records = [json.loads(line) for line in run.with_suffix(".jsonl").read_text().splitlines()]
+    records = run_records(run)
     reviews = [r for r in records if r.get("sender") == "reviewer" and r["event"] == "message"]
     by_call = [
         r
@@ -84,12 +94,7 @@ def main() -> int:
         refused = [status for status in statuses if status != "200"]
         runs = [run.with_suffix("") for run in sorted(folder.glob("*.rc"))]
         refusals = sum(
-            "refused the" in note
-            for run in runs
-            if run.with_suffix(".jsonl").exists()
-            for note in form_switches(
-                [json.loads(line) for line in run.with_suffix(".jsonl").read_text().splitlines()]
-            )
+            "refused the" in note for run in runs for note in form_switches(run_records(run))
         )
         twice = sum(1 for a, b in itertools.pairwise(statuses) if a != "200" and b != "200")
         print(

@@ -93,3 +93,5 @@ async def test_a_reply_cut_off_twice_stops_with_the_reason(
     )
     assert "reply_tokens" in result.stop_detail
     assert fake_sandbox.programs == []
+    # what the failed request tried stays on the result
+    assert any("asked again for a shorter one" in note for note in result.notes)
