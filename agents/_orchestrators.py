@@ -240,6 +240,7 @@ class RolePlayOrchestrator:
                 )
                 continue
             context.record_usage(reply.usage)
+            context.notes.extend(reply.notes)  # e.g. a change of chat form, an empty retry
             if is_unfinished_reasoning(reply.content) and self.options is ROLE_PLAY_OPTIONS:
                 self.options = REASONING_ROLE_PLAY_OPTIONS
                 replies.append(reply.content)

@@ -34,7 +34,13 @@ def run_records(run: Path) -> list[dict[str, Any]]:
 
 def form_switches(records: list[dict[str, Any]]) -> list[str]:
     """The notes that say the crew sent the conversation in another chat form."""
-    return [n for r in records for n in r.get("notes", []) if FORM_SWITCH.search(n)]
+    notes = [n for r in records for n in r.get("notes", []) if FORM_SWITCH.search(n)]
+    # The result repeats the notes a failed request left in the transcript's stop record.
+    return list(
+        dict.fromkeys(
+            note.split(": ", 1)[-1] if note.startswith("round ") else note for note in notes
+        )
+    )
 
 
 def check_run(run: Path, budget: int, calls_required: bool) -> tuple[dict[str, Any], list[str]]:
