@@ -26,6 +26,22 @@ if typing.TYPE_CHECKING:
     from ._result import ExecutionResult
     from ._sandbox import DockerSandbox
     from ._seccomp import describe as describe_seccomp_profile
+    from ._session import (
+        Session,
+        SessionClosedError,
+        SessionFileError,
+        SessionLimitError,
+        SyncSession,
+    )
+    from ._session_models import (
+        CellError,
+        CellResult,
+        DisplayOutput,
+        FileEntry,
+        OutputEvent,
+        SessionEvent,
+        SessionLimits,
+    )
     from ._signals import treat_sigterm_as_interrupt
 else:
     from ..core import lazy_exports as _lazy_exports
@@ -60,6 +76,18 @@ else:
             "ExecutionResult": "._result",
             "DockerSandbox": "._sandbox",
             "describe_seccomp_profile": "._seccomp:describe",
+            "Session": "._session",
+            "SessionClosedError": "._session",
+            "SessionFileError": "._session",
+            "SessionLimitError": "._session",
+            "SyncSession": "._session",
+            "CellError": "._session_models",
+            "CellResult": "._session_models",
+            "DisplayOutput": "._session_models",
+            "FileEntry": "._session_models",
+            "OutputEvent": "._session_models",
+            "SessionEvent": "._session_models",
+            "SessionLimits": "._session_models",
             "treat_sigterm_as_interrupt": "._signals",
         },
     )
@@ -71,17 +99,29 @@ __all__ = [
     "BaseSource",
     "BatchContainerLost",
     "BatchSandbox",
+    "CellError",
+    "CellResult",
     "CodeBlock",
     "CodeTooLargeError",
+    "DisplayOutput",
     "DockerSandbox",
     "DockerUnavailableError",
     "EmptyCodeError",
     "ExecutionResult",
+    "FileEntry",
     "ImageBuildError",
     "ImageNotFoundError",
+    "OutputEvent",
     "Sandbox",
     "SandboxConfig",
     "SandboxError",
+    "Session",
+    "SessionClosedError",
+    "SessionEvent",
+    "SessionFileError",
+    "SessionLimitError",
+    "SessionLimits",
+    "SyncSession",
     "UnsupportedLanguageError",
     "build_images",
     "connect_docker",
