@@ -60,7 +60,8 @@ _CHUNK = 64 * 1024
 _MAX_FD = 65536
 _LISTING_LIMIT = 10_000
 _NAME_LIMIT = 4096
-_OOM_EVENTS = "/sys/fs/cgroup/memory.events"
+# The container's OOM-kill counter: cgroup v2, then v1.
+_OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 @dataclass
@@ -693,14 +694,15 @@ def _wait_briefly(pid: int) -> int | None:
 
 
 def _oom_kills() -> int:
-    try:
-        with open(_OOM_EVENTS, encoding="ascii") as handle:
-            for line in handle:
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-    except (OSError, ValueError):
-        pass
+    for path in _OOM_COUNTERS:
+        try:
+            with open(path, encoding="ascii") as handle:
+                for line in handle:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
     return 0
 
 
