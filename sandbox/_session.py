@@ -497,8 +497,13 @@ class Session:
             if waiter is not None and not waiter.done():
                 waiter.set_result((_json_object(head), body))
         elif kind in ("expired", "failed"):
-            reason = _json_object(payload).get("reason")
-            self._closed_reason = str(reason) if reason else kind
+            reason = str(_json_object(payload).get("reason") or kind)
+            if kind == "failed" and "No module named 'IPython'" in reason:
+                reason = (
+                    f"{reason}. The image {self.image} has no IPython: "
+                    "run `sandcrew images build` to rebuild it"
+                )
+            self._closed_reason = reason
             self._fail_waiters(SessionClosedError(f"The session ended: {self._closed_reason}"))
 
     def _end_cell(self, cell: _Cell, verdict: dict[str, Any]) -> None:

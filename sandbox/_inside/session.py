@@ -56,6 +56,8 @@ from .session_files import file_request
 
 FRAME_START = b"\x1e"
 _REQUEST_HEADER_LIMIT = 256
+_REINTERRUPT_SECONDS = 0.5
+_STARTUP_ERRORS = 2048
 _CHUNK = 64 * 1024
 _MAX_FD = 65536
 _LISTING_LIMIT = 10_000
@@ -102,6 +104,7 @@ class Cell:
     dispatched: bool = False
     deadline: float | None = None
     grace_deadline: float | None = None
+    next_interrupt: float | None = None
     timed_out: bool = False
 
 
@@ -128,6 +131,7 @@ class Supervisor:
         self.lost_reason: str | None = None
         self.helpers: dict[int, Helper] = {}
         self.requests = bytearray()
+        self.startup_errors = b""
         self.relayed = {"out": 0, "err": 0, "display": 0}
         self.truncated = {"out": False, "err": False, "display": False}
         wake_read, wake_write = os.pipe()
@@ -154,6 +158,8 @@ class Supervisor:
 
     def relay(self, stream: str, data: bytes) -> None:
         """Pass on output within the cap of the current cell; read and drop the rest."""
+        if stream == "err" and self.interpreter is not None and not self.interpreter.ready:
+            self.startup_errors = (self.startup_errors + data)[-_STARTUP_ERRORS:]
         limit = self.settings.display_bytes if stream == "display" else self.settings.output_bytes
         room = limit - self.relayed[stream]
         if len(data) > room:
@@ -315,7 +321,8 @@ class Supervisor:
         self.drain()
         reason = _death_reason(status, _oom_kills() > interpreter.oom_kills)
         if not interpreter.ready:
-            self.emit_json("failed", {"reason": reason})
+            said = self.startup_errors.decode("utf-8", "replace").strip()
+            self.emit_json("failed", {"reason": f"{reason}: {said}" if said else reason})
             raise SystemExit(1)
         if self.cell is None:
             self.lost_reason = reason
@@ -423,10 +430,22 @@ class Supervisor:
         elif cell.deadline is not None and cell.grace_deadline is None and now >= cell.deadline:
             cell.timed_out = True
             cell.grace_deadline = now + self.settings.grace_seconds
-            if self.interpreter is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.interpreter.pid, signal.SIGINT)
-            self.kill_cell_processes()
+            self.interrupt_timed_out_cell(cell, now)
+        elif cell.next_interrupt is not None and now >= cell.next_interrupt:
+            self.interrupt_timed_out_cell(cell, now)
+
+    def interrupt_timed_out_cell(self, cell: Cell, now: float) -> None:
+        """SIGINT the interpreter and end every other process, again until the cell reports.
+
+        Again, because Python drops a ``KeyboardInterrupt`` raised while it runs
+        its at-fork callbacks (where code that forks in a loop spends its time),
+        and a process may have forked while the others were being killed.
+        """
+        cell.next_interrupt = now + _REINTERRUPT_SECONDS
+        if self.interpreter is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.interpreter.pid, signal.SIGINT)
+        self.kill_cell_processes()
 
     # -- requests from the host ---------------------------------------------------------
 
@@ -571,7 +590,8 @@ class Supervisor:
         if self.cell is None:
             moments.append(self.last_activity + self.settings.idle_seconds)
         else:
-            for moment in (self.cell.deadline, self.cell.grace_deadline):
+            cell = self.cell
+            for moment in (cell.deadline, cell.grace_deadline, cell.next_interrupt):
                 if moment is not None:
                     moments.append(moment)
         return max(0.0, min(moments) - now)

@@ -97,6 +97,19 @@ def _make_shell() -> Any:
     class SessionShell(InteractiveShell):  # type: ignore[misc]
         last_error: dict[str, str] | None = None
 
+        def showtraceback(self, exc_tuple: Any = None, *args: Any, **kwargs: Any) -> None:
+            # An interrupt is reported at once: formatting a traceback can take
+            # seconds on a busy machine, and the interrupt's grace period is short.
+            kind = exc_tuple[0] if exc_tuple else sys.exc_info()[0]
+            if kind is KeyboardInterrupt:
+                self.last_error = {
+                    "name": "KeyboardInterrupt",
+                    "value": "",
+                    "traceback": "KeyboardInterrupt: the cell was interrupted",
+                }
+                return
+            super().showtraceback(exc_tuple, *args, **kwargs)
+
         def _showtraceback(self, etype: Any, evalue: Any, stb: Any) -> None:
             text = stb if isinstance(stb, str) else "\n".join(stb)
             self.last_error = {
@@ -143,6 +156,15 @@ def _restore_streams(saved: dict[int, int]) -> None:
                 pass
 
 
+def _reap_children() -> None:
+    """Collect the children an interrupted cell left (the supervisor killed them)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def main(arguments: list[str]) -> None:
     sys.dont_write_bytecode = True
     sys.argv = [""]
@@ -162,8 +184,16 @@ def main(arguments: list[str]) -> None:
         try:
             shell.run_cell(str(command.get("code", "")), store_history=True)
             _state["in_cell"] = False
-        except KeyboardInterrupt:  # an interrupt just as the cell ended
+        except KeyboardInterrupt:  # a repeated interrupt while the cell was ending
             _state["in_cell"] = False
+            if shell.last_error is None:
+                shell.last_error = {
+                    "name": "KeyboardInterrupt",
+                    "value": "",
+                    "traceback": "KeyboardInterrupt: the cell was interrupted",
+                }
+        if shell.last_error is not None and shell.last_error["name"] == "KeyboardInterrupt":
+            _reap_children()
         _flush()
         channel.send_message(
             channel.RESULT,
