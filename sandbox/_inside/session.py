@@ -395,6 +395,7 @@ class Supervisor:
         assert interpreter is not None
         if kind == channel.READY and not interpreter.ready:
             interpreter.ready = True
+            self.last_activity = time.monotonic()  # idle from now, not from the start
             self.emit_json("ready", {"count": payload.get("count")})
             self.dispatch()
         elif kind == channel.DISPLAY:
@@ -608,6 +609,8 @@ class Supervisor:
                 self.finish("the session reached its maximum lifetime")
             if (
                 self.cell is None
+                and self.interpreter is not None
+                and self.interpreter.ready
                 and now - self.last_activity >= self.settings.idle_seconds
                 and not self.helpers
             ):
