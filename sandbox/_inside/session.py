@@ -94,6 +94,8 @@ class Interpreter:
     oom_kills: int
     ready: bool = False
     outgoing: bytearray = field(default_factory=bytearray)
+    keep: set[int] = field(default_factory=set)
+    """Processes of the interpreter itself (a driver's shell), spared when a cell is ended."""
 
 
 @dataclass
@@ -289,6 +291,7 @@ class Supervisor:
         keep = {1, os.getpid(), *self.helpers}
         if self.interpreter is not None:
             keep.add(self.interpreter.pid)
+            keep.update(self.interpreter.keep)
         give_up = time.monotonic() + 1.0
         while time.monotonic() < give_up:
             found = False
@@ -396,6 +399,9 @@ class Supervisor:
         if kind == channel.READY and not interpreter.ready:
             interpreter.ready = True
             self.last_activity = time.monotonic()  # idle from now, not from the start
+            keep = payload.get("keep")
+            if isinstance(keep, list):
+                interpreter.keep = {pid for pid in keep[:8] if isinstance(pid, int) and pid > 1}
             self.emit_json("ready", {"count": payload.get("count")})
             self.dispatch()
         elif kind == channel.DISPLAY:
