@@ -8,8 +8,9 @@ import typing
 if typing.TYPE_CHECKING:
     from sandcrew.crew._admin import CompletionMiddleware
     from sandcrew.crew._code_facts import CodeFacts, code_to_run, inspect_code
-    from sandcrew.crew._crew import Crew, CrewResult, solve_task
+    from sandcrew.crew._crew import Crew, solve_task
     from sandcrew.crew._prompts import ADMIN_PROMPT, CODER_PROMPT, REVIEWER_PROMPT
+    from sandcrew.crew._result import CrewResult
     from sandcrew.crew._review import (
         APPROVAL_TEXT,
         COMMENTS_HEADLINE,
@@ -39,7 +40,7 @@ else:
             "code_to_run": "._code_facts",
             "inspect_code": "._code_facts",
             "Crew": "._crew",
-            "CrewResult": "._crew",
+            "CrewResult": "._result",
             "solve_task": "._crew",
             "ADMIN_PROMPT": "._prompts",
             "CODER_PROMPT": "._prompts",

@@ -15,7 +15,7 @@ except ImportError as missing:
 
 from sandcrew.mcp._server import SERVER_NAME, Transport, build_server, limits_of, serve
 from sandcrew.mcp._toolbox import SandboxToolbox
-from sandcrew.mcp._tools import LanguagesResult, RunCodeResult, ServerLimits, SolveResult
+from sandcrew.mcp._tools import LanguagesResult, RunCodeResult, ServerLimits
 
 __all__ = [
     "SERVER_NAME",
@@ -23,7 +23,6 @@ __all__ = [
     "RunCodeResult",
     "SandboxToolbox",
     "ServerLimits",
-    "SolveResult",
     "Transport",
     "build_server",
     "limits_of",

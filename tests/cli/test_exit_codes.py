@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.agents import StopReason
+from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer, Turn
+from sandcrew.transcript import HeaderEvent, ResultEvent, read_transcript
 from tests.crew.conftest import FIBONACCI_TASK, coder_turn, happy_path_turns
 from tests.process import run_cli
 
@@ -156,13 +159,16 @@ def test_ctrl_c_during_solve_closes_the_transcript_and_exits_130(
             process.kill()
 
     assert process.returncode == 130, stderr
-    summary = json.loads(stdout)
-    assert summary["stop_reason"] == "caller_stopped"
-    assert summary["solved"] is False
-    records = [json.loads(line) for line in transcript.read_text().splitlines()]
-    assert records[0]["event"] == "header"
-    assert records[-1]["event"] == "result"
-    assert records[-1]["stop_reason"] == "caller_stopped"
+    # The Ctrl-C result is the same outcome model, as the chat itself counted it.
+    result = CrewResult.model_validate_json(stdout)
+    assert result.stop_reason is StopReason.CALLER_STOPPED
+    assert result.solved is False
+    assert result.rounds == 0  # the coder's reply never came
+    assert result.runs == []
+    events = read_transcript(transcript)
+    assert isinstance(events[0], HeaderEvent)
+    assert isinstance(events[-1], ResultEvent)
+    assert events[-1].result == result
 
 
 # suite ----------------------------------------------------------------------------------

@@ -10,7 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.agents import AggregateMessage, StopReason
+from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
+from sandcrew.transcript import (
+    TRANSCRIPT_FORMAT,
+    AttemptEvent,
+    HeaderEvent,
+    MessageEvent,
+    ResultEvent,
+    RunEvent,
+    read_transcript,
+)
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
     FIBONACCI_TASK,
@@ -43,49 +54,57 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
 
     assert completed.returncode == 0, completed.stderr
     summary = json.loads(completed.stdout)
-    assert summary["solved"] is True
-    assert FIBONACCI_ANSWER in summary["answer"]
-    assert summary["stop_reason"] == "terminated"
-    assert summary["rounds"] == 4
-    assert len(summary["runs"]) == 1
-    run = summary["runs"][0]
-    assert run["exit_code"] == 0
-    assert run["stdout"].strip() == FIBONACCI_ANSWER
-    assert run["image"] == "sandcrew/python:latest"
-    assert summary["total_tokens"] > 0
+    # The document is the outcome model's own dump, and reads back as one.
+    result = CrewResult.model_validate(summary)
+    assert result.model_dump(mode="json") == summary
+    assert summary["format"] == 1
+    assert result.solved is True
+    assert result.answer is not None
+    assert FIBONACCI_ANSWER in result.answer
+    assert result.stop_reason is StopReason.TERMINATED
+    assert result.rounds == 4
+    [run] = result.runs
+    assert run.exit_code == 0
+    assert run.stdout.strip() == FIBONACCI_ANSWER
+    assert run.image == "sandcrew/python:latest"
+    assert result.last_code is not None
+    assert "fib" in result.last_code
+    assert result.total_tokens > 0
 
     # At most four model calls on the happy path; the admin's opening needs none.
     chat_requests = [request for request in model_server.requests if request.method == "POST"]
     assert [request.agent for request in chat_requests] == ["coder", "reviewer", "admin"]
 
-    header, *records = [json.loads(line) for line in transcript.read_text().splitlines()]
-    assert header["event"] == "header"
-    assert header["format"] == summary["format"] == 1
-    assert header["models"] == {"admin": "scripted", "coder": "scripted", "reviewer": "scripted"}
-    assert header["endpoint"] == model_server.base_url
-    assert header["settings"]["max_rounds"] == 20
-    assert "api_key" not in header["settings"]["endpoint"]
-    speakers = [record.get("sender") for record in records if record["event"] != "result"]
-    assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]
-    assert [record["event"] for record in records] == [
-        "message",
-        "message",
-        "message",
-        "run",
-        "message",
-        "result",
-    ]
-    run_record = records[3]
-    assert run_record["data"]["exit_code"] == 0
-    assert run_record["data"]["duration"] > 0
-    assert run_record["content"].startswith("[RUNNER_RESULT]")
-    review_record = records[2]
-    assert review_record["data"]["approved"] is True
-    assert review_record["data"]["claims"]["is_python_code_block"] is True
-    assert records[1]["usage"]["total_tokens"] > 0
-    assert records[4]["terminate"] is True
-    assert all(record["elapsed"] >= 0 for record in records)
-    assert records[-1]["answer"] == summary["answer"]
+    header, opening, code, review, run_event, answer, closing = read_transcript(transcript)
+    assert isinstance(header, HeaderEvent)
+    assert header.format == TRANSCRIPT_FORMAT
+    assert header.models == {"admin": "scripted", "coder": "scripted", "reviewer": "scripted"}
+    assert header.endpoint == model_server.base_url
+    assert header.settings["max_rounds"] == 20
+    assert "api_key" not in header.settings["endpoint"]
+    messages = [opening, code, review, answer]
+    assert all(isinstance(event, MessageEvent) for event in messages)
+    speakers = [event.message.sender for event in messages if isinstance(event, MessageEvent)]
+    assert speakers == ["admin", "coder", "reviewer", "admin"]
+    assert isinstance(run_event, RunEvent)
+    assert run_event.sender == "runner"
+    assert run_event.run.exit_code == 0
+    assert run_event.run.duration > 0
+    assert run_event.content.startswith("[RUNNER_RESULT]")
+    assert isinstance(review, MessageEvent)
+    assert isinstance(review.message.data, dict)
+    assert review.message.data["approved"] is True
+    assert review.message.data["claims"]["is_python_code_block"] is True
+    assert isinstance(code, MessageEvent)
+    assert code.message.usage is not None
+    assert code.message.usage.total_tokens > 0
+    assert isinstance(answer, MessageEvent)
+    assert answer.message.terminate is True
+    elapsed = [event.elapsed for event in read_transcript(transcript)]
+    assert elapsed == sorted(elapsed)
+    # The transcript closes with the very outcome --json printed.
+    assert isinstance(closing, ResultEvent)
+    assert closing.result.model_dump(mode="json") == summary
 
 
 def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedModelServer) -> None:
@@ -220,17 +239,17 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     )  # fmt: skip
 
     assert completed.returncode == 1
-    records = [json.loads(line) for line in transcript.read_text().splitlines()]
-    attempts = [record for record in records if record["event"] == "tool_call_attempt"]
-    assert [attempt["attempt"] for attempt in attempts] == [1, 2, 3]
+    events = read_transcript(transcript)
+    attempts = [event for event in events if isinstance(event, AttemptEvent)]
+    assert [attempt.attempt for attempt in attempts] == [1, 2, 3]
     assert all(
-        attempt["reply"]["tool_calls"][0]["name"] == "review_code_block" for attempt in attempts
+        isinstance(attempt.reply, AggregateMessage)
+        and attempt.reply.tool_calls[0].name == "review_code_block"
+        for attempt in attempts
     )
-    assert all(
-        "'no' is not of type 'boolean'" in " ".join(attempt["errors"]) for attempt in attempts
-    )
-    assert records[-1]["event"] == "result"
-    assert records[-1]["stop_reason"] == "error"
+    assert all("'no' is not of type 'boolean'" in " ".join(attempt.errors) for attempt in attempts)
+    assert isinstance(events[-1], ResultEvent)
+    assert events[-1].result.stop_reason is StopReason.ERROR
 
 
 def test_solve_says_which_agent_it_waits_for_on_stderr_only(

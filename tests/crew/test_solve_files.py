@@ -86,7 +86,7 @@ def test_solve_reads_a_csv_and_saves_the_plot(
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     [run_record] = [record for record in records if record["event"] == "run"]
     assert f"out/plot.png ({plot.stat().st_size} bytes, image/png)" in run_record["content"]
-    assert run_record["data"]["artifacts"][0]["name"] == "plot.png"
+    assert run_record["run"]["artifacts"][0]["name"] == "plot.png"
 
 
 def test_solve_with_the_data_image_prints_the_pandas_summary_and_saves_the_figure(

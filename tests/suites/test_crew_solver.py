@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import sandcrew
-from sandcrew.agents import ModelEndpoint
-from sandcrew.crew import CrewSettings
+from sandcrew.agents import ModelEndpoint, StopReason
+from sandcrew.crew import CrewResult, CrewSettings
 from sandcrew.suites import AnswerTask, CodeTask, CrewSolver, TaskStatus, load_suite, run_suite
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.process import run_cli
@@ -71,12 +71,17 @@ async def test_basics_suite_passes_with_the_crew_solver(model_server: ScriptedMo
     statuses = {result.task_id: result.status for result in report.results}
     assert statuses == dict.fromkeys(statuses, TaskStatus.PASS)
     assert len(statuses) == len(suite.tasks) >= 11
+    prompts = {task.id: task.prompt for task in suite.tasks}
     for result in report.results:
-        assert result.rounds == 4
         assert result.container_runs == 1
-        assert result.total_tokens is not None
-        assert result.total_tokens > 0
-        assert result.stop_reason == "terminated"
+        # Each task keeps the crew's own outcome: the document `solve --json` prints.
+        assert isinstance(result.crew, CrewResult)
+        assert result.crew.task == prompts[result.task_id]
+        assert result.crew.solved is True
+        assert result.crew.rounds == 4
+        assert result.crew.total_tokens > 0
+        assert result.crew.stop_reason is StopReason.TERMINATED
+        assert len(result.crew.runs) == 1
 
 
 @pytest.mark.docker
@@ -143,7 +148,9 @@ def test_suite_cli_with_the_crew_solver_writes_a_report(
     (result,) = report["results"]
     assert result["task_id"] == "fibonacci-39"
     assert result["status"] == "pass"
-    assert result["rounds"] == 4
+    assert CrewResult.model_validate(result["crew"]).model_dump(mode="json") == result["crew"]
+    assert result["crew"]["rounds"] == 4
+    assert result["crew"]["answer"] is not None
 
 
 @pytest.mark.docker
