@@ -15,7 +15,8 @@ from sandcrew.errors import UserError
 class ExitCode(enum.IntEnum):
     OK = 0
     NOT_SOLVED = 1
-    """``solve``: the crew did not answer; ``suite``: tasks failed or regressed."""
+    """``solve``: the crew did not answer; ``suite run``: tasks failed or regressed;
+    ``suite evaluate``: samples left without a verdict (the sandbox failed)."""
     USAGE = 2
     """Bad flags or configuration: no or unknown model, bad key or URL, missing image."""
     INFRASTRUCTURE = 3

@@ -25,7 +25,6 @@ if typing.TYPE_CHECKING:
         DEFAULT_MODEL,
         CrewMode,
         CrewSettings,
-        InvalidSettings,
         ModelRole,
     )
     from sandcrew.crew._workflow import crew_workflow
@@ -57,7 +56,6 @@ else:
             "DEFAULT_MODEL": "._settings",
             "CrewMode": "._settings",
             "CrewSettings": "._settings",
-            "InvalidSettings": "._settings",
             "ModelRole": "._settings",
             "crew_workflow": "._workflow",
         },
@@ -77,7 +75,6 @@ __all__ = [
     "CrewMode",
     "CrewResult",
     "CrewSettings",
-    "InvalidSettings",
     "ModelRole",
     "ReviewClaims",
     "ReviewVerdict",
