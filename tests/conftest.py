@@ -13,8 +13,7 @@ import docker
 import docker.errors
 import pytest
 
-from sandcrew.sandbox import DockerUnavailableError
-from sandcrew.sandbox._docker_client import connect
+from sandcrew.sandbox import DockerUnavailableError, connect_docker
 from tests.sandbox.helpers import SANDBOX_IMAGE, our_containers
 
 # Variables that would point the product at a real model or change its defaults.
@@ -44,7 +43,7 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, empty_config_file: Path) -> N
 def _docker_engine() -> Iterator[docker.DockerClient]:
     """The real engine with the sandbox image; unreachable or imageless FAILS, never skips."""
     try:
-        client = connect()
+        client = connect_docker()
     except DockerUnavailableError as exc:
         pytest.fail(f"Docker tests need a reachable engine: {exc}")
     try:

