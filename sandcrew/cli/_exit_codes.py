@@ -1,4 +1,4 @@
-"""The one exit-code table of every command (the README repeats it for users).
+"""The one exit-code table of every command (docs/exit-codes-and-formats.md repeats it for users).
 
 ``solve`` and ``suite`` follow the shell's conventions; ``run`` follows ``docker run`` and
 ``timeout(1)``, so that the program's own exit code passes through untouched and a script

@@ -117,7 +117,7 @@ def run(
         IsolationName,
         typer.Option(
             help="task: a new container per check; batch: one container for many checks, "
-            "each as its own uid in its own directory (see the README's security section).",
+            "each as its own uid in its own directory (see docs/security.md).",
         ),
     ] = IsolationName.TASK,
     model: options.Model = None,

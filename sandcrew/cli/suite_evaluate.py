@@ -73,7 +73,7 @@ def evaluate(
         IsolationName,
         typer.Option(
             help="task: a new container per sample; batch: one container for many samples, "
-            "each as its own uid in its own directory (see the README's security section).",
+            "each as its own uid in its own directory (see docs/security.md).",
         ),
     ] = IsolationName.TASK,
     config: options.Config = None,
