@@ -35,16 +35,16 @@ pytestmark = pytest.mark.docker
 
 
 def test_solve_fibonacci_prints_answer_and_exits_0(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    model_server.add(*happy_path_turns())
+    scripted_model_server.add(*happy_path_turns())
     transcript = tmp_path / "chat.jsonl"
 
     completed = run_cli(
         "solve",
         FIBONACCI_TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--json",
@@ -72,14 +72,16 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
     assert result.total_tokens > 0
 
     # At most four model calls on the happy path; the admin's opening needs none.
-    chat_requests = [request for request in model_server.requests if request.method == "POST"]
+    chat_requests = [
+        request for request in scripted_model_server.requests if request.method == "POST"
+    ]
     assert [request.agent for request in chat_requests] == ["coder", "reviewer", "admin"]
 
     header, opening, code, review, run_event, answer, closing = read_transcript(transcript)
     assert isinstance(header, HeaderEvent)
     assert header.format == TRANSCRIPT_FORMAT
     assert header.models == {"admin": "scripted", "coder": "scripted", "reviewer": "scripted"}
-    assert header.endpoint == model_server.base_url
+    assert header.endpoint == scripted_model_server.base_url
     assert header.settings["max_rounds"] == 20
     assert "api_key" not in header.settings["endpoint"]
     messages = [opening, code, review, answer]
@@ -107,11 +109,13 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
     assert closing.result.model_dump(mode="json") == summary
 
 
-def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedModelServer) -> None:
-    model_server.add(*happy_path_turns())
+def test_solve_streams_the_chat_and_prints_the_answer(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
+    scripted_model_server.add(*happy_path_turns())
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url, "--model", "scripted"
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -121,25 +125,33 @@ def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedMode
     assert f"answer: The 39th Fibonacci number is {FIBONACCI_ANSWER}." in completed.stdout
 
 
-def test_quiet_prints_only_the_answer(model_server: ScriptedModelServer) -> None:
-    model_server.add(*happy_path_turns())
+def test_quiet_prints_only_the_answer(scripted_model_server: ScriptedModelServer) -> None:
+    scripted_model_server.add(*happy_path_turns())
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", "-q"
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        scripted_model_server.base_url,
+        "--model",
+        "scripted",
+        "-q",
     )
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == f"The 39th Fibonacci number is {FIBONACCI_ANSWER}."
 
 
-def test_not_solved_exits_1_with_the_stop_reason(model_server: ScriptedModelServer) -> None:
-    model_server.add(happy_path_turns()[0], happy_path_turns()[1])
+def test_not_solved_exits_1_with_the_stop_reason(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
+    scripted_model_server.add(happy_path_turns()[0], happy_path_turns()[1])
 
     completed = run_cli(
         "solve",
         FIBONACCI_TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--max-rounds",
@@ -160,12 +172,14 @@ def test_no_model_configured_exits_2_and_says_how() -> None:
     assert "Traceback" not in completed.stderr
 
 
-def test_bad_option_values_exit_2_naming_the_setting(model_server: ScriptedModelServer) -> None:
+def test_bad_option_values_exit_2_naming_the_setting(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
     completed = run_cli(
         "solve",
         FIBONACCI_TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--max-rounds",
@@ -187,34 +201,34 @@ def test_model_endpoint_down_exits_3_before_any_chat() -> None:
 
 
 def test_model_endpoint_returning_500s_is_retried_then_exits_3(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     # The client retries twice by default: three requests, all failing.
-    model_server.add(Turn(agent="coder", status=500, error_message="overloaded", times=3))
+    scripted_model_server.add(Turn(agent="coder", status=500, error_message="overloaded", times=3))
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url, "--model", "scripted"
     )
 
     assert completed.returncode == 3
-    assert len(model_server.requests_for("coder")) == 3
+    assert len(scripted_model_server.requests_for("coder")) == 3
     assert "not solved (error)" in completed.stderr
     assert "500" in completed.stderr
     assert "Traceback" not in completed.stderr
 
 
 def test_answer_with_markup_like_text_is_printed_verbatim(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     coder, reviewer, _ = happy_path_turns()
-    model_server.add(
+    scripted_model_server.add(
         coder,
         reviewer,
         Turn(agent="admin", content=f"It is {FIBONACCI_ANSWER} [/INST] [python]\n[COMPLETE]"),
     )
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url, "--model", "scripted"
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -222,7 +236,7 @@ def test_answer_with_markup_like_text_is_printed_verbatim(
 
 
 def test_transcript_keeps_the_reviewers_failed_attempts(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     coder, _, _ = happy_path_turns()
     # Calls with arguments that cannot be repaired (a reviewer that makes no call at all
@@ -230,12 +244,12 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     bad_call = ScriptedToolCall(
         name="review_code_block", arguments={"has_multiple_code_blocks": "no"}
     )
-    model_server.add(coder, Turn(agent="reviewer", tool_calls=[bad_call], times=3))
+    scripted_model_server.add(coder, Turn(agent="reviewer", tool_calls=[bad_call], times=3))
     transcript = tmp_path / "chat.jsonl"
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted",
-        "--transcript", str(transcript),
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url,
+        "--model", "scripted", "--transcript", str(transcript),
     )  # fmt: skip
 
     assert completed.returncode == 1
@@ -253,16 +267,16 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
 
 
 def test_solve_says_which_agent_it_waits_for_on_stderr_only(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     coder, reviewer, admin = happy_path_turns()
     waiting_seen = threading.Event()
     # The coder's reply is held back until the CLI has said it waits for the coder: the line
     # must appear while the call is in flight, not after it.
     held_coder = coder.model_copy(update={"when": lambda body: waiting_seen.wait(60)})
-    model_server.add(held_coder, reviewer, admin)
+    scripted_model_server.add(held_coder, reviewer, admin)
     command = [sys.executable, "-m", "sandcrew", "solve", FIBONACCI_TASK,
-               "--base-url", model_server.base_url, "--model", "scripted"]  # fmt: skip
+               "--base-url", scripted_model_server.base_url, "--model", "scripted"]  # fmt: skip
     lines: list[str] = []
 
     with subprocess.Popen(
@@ -272,7 +286,9 @@ def test_solve_says_which_agent_it_waits_for_on_stderr_only(
         for line in child.stderr:
             lines.append(line.rstrip("\n"))
             if line.startswith("waiting for coder"):
-                assert not model_server.requests_for("reviewer")  # the coder has not answered
+                assert not scripted_model_server.requests_for(
+                    "reviewer"
+                )  # the coder has not answered
                 waiting_seen.set()
         stdout = child.stdout.read() if child.stdout is not None else ""
         returncode = child.wait(timeout=120)
@@ -290,13 +306,19 @@ def test_solve_says_which_agent_it_waits_for_on_stderr_only(
 
 @pytest.mark.parametrize("flag", ["--quiet", "--json"])
 def test_quiet_or_piped_json_solve_keeps_stderr_empty(
-    model_server: ScriptedModelServer, flag: str
+    scripted_model_server: ScriptedModelServer, flag: str
 ) -> None:
     # A piped --json run keeps stderr for its JSON error object alone.
-    model_server.add(*happy_path_turns())
+    scripted_model_server.add(*happy_path_turns())
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", flag
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        scripted_model_server.base_url,
+        "--model",
+        "scripted",
+        flag,
     )
 
     assert completed.returncode == 0, completed.stderr
