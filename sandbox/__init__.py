@@ -55,6 +55,9 @@ if typing.TYPE_CHECKING:
     from ._sandbox import (
         DockerSandbox as DockerSandbox,
     )
+    from ._saving import (
+        save_artifacts as save_artifacts,
+    )
     from ._seccomp import (
         describe_seccomp_profile as describe_seccomp_profile,
     )

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sandcrew.cli import _options as options
+from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._preflight import check_sandbox_image
 
@@ -86,7 +86,7 @@ def evaluate(
     settings = options.settings_from_options(config=config)
     # As `suite run`: a missing image is a setup problem (2), said before any sample runs.
     check_sandbox_image(settings.sandbox, "python")
-    progress = _ProgressReporter(Console(stderr=True))
+    progress = _ProgressReporter(_output.console(stderr=True))
     try:
         with progress:
             evaluation = asyncio.run(
@@ -103,9 +103,9 @@ def evaluate(
                 )
             )
     except KeyboardInterrupt:
-        Console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
+        _output.console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
         raise typer.Exit(ExitCode.INTERRUPTED) from None
-    _print_summary(Console(soft_wrap=True), evaluation)
+    _print_summary(_output.console(), evaluation)
     raise typer.Exit(ExitCode.NOT_SOLVED if evaluation.errors else ExitCode.OK)
 
 
