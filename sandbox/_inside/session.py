@@ -50,8 +50,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import session_channel as channel
+from .framing import write_all
 from .privileges import drop_to, make_undumpable
+from .reaper import end_every_other_process
+from .session_channel import (
+    COMMANDS_FD,
+    DISPLAY,
+    MESSAGES_FD,
+    READY,
+    RESULT,
+    ChannelError,
+    MessageReader,
+    encode_command,
+)
 from .session_files import file_request
 
 FRAME_START = b"\x1e"
@@ -89,7 +100,7 @@ class Interpreter:
     err: int
     commands: int
     messages: int
-    reader: channel.MessageReader
+    reader: MessageReader
     started: float
     oom_kills: int
     ready: bool = False
@@ -153,7 +164,7 @@ class Supervisor:
         if self.nonce is None:
             self.held.append(head + payload)
             return
-        channel.write_all(1, FRAME_START + self.nonce + head + payload)
+        write_all(1, FRAME_START + self.nonce + head + payload)
 
     def emit_json(self, kind: str, payload: dict[str, Any]) -> None:
         self.emit(kind, json.dumps(payload).encode())
@@ -189,14 +200,14 @@ class Supervisor:
                     {
                         1: out_write,
                         2: err_write,
-                        channel.COMMANDS_FD: commands_read,
-                        channel.MESSAGES_FD: messages_write,
+                        COMMANDS_FD: commands_read,
+                        MESSAGES_FD: messages_write,
                     }
                 )
             except BaseException as error:
                 message = f"sandcrew: cannot start the interpreter: {error}\n".encode()
                 with contextlib.suppress(OSError):
-                    channel.write_all(err_write, message)
+                    write_all(err_write, message)
             os._exit(126)
         for descriptor in (out_write, err_write, commands_read, messages_write):
             os.close(descriptor)
@@ -208,7 +219,7 @@ class Supervisor:
             err=err_read,
             commands=commands_write,
             messages=messages_read,
-            reader=channel.MessageReader(settings.display_bytes + _CHUNK),
+            reader=MessageReader(settings.display_bytes + _CHUNK),
             started=time.monotonic(),
             oom_kills=oom_kills,
         )
@@ -267,14 +278,7 @@ class Supervisor:
 
     def kill_everything(self) -> None:
         """SIGKILL every process but the init and this one, until none is left."""
-        give_up = time.monotonic() + 5.0
-        while time.monotonic() < give_up:
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                break
-            self.reap_quietly()
-            time.sleep(0.002)
+        end_every_other_process(5.0)
         self.reap_quietly()
         for pid in list(self.helpers):
             self.finish_helper(pid, {"error": "the session's interpreter was restarted"})
@@ -357,7 +361,7 @@ class Supervisor:
             return
         cell.dispatched = True
         cell.deadline = time.monotonic() + cell.limit
-        interpreter.outgoing += channel.encode_command({"seq": cell.seq, "code": cell.code})
+        interpreter.outgoing += encode_command({"seq": cell.seq, "code": cell.code})
         cell.code = ""
         self.selector.register(interpreter.commands, selectors.EVENT_WRITE, "commands")
 
@@ -396,7 +400,7 @@ class Supervisor:
     def on_message(self, kind: bytes, payload: dict[str, Any]) -> None:
         interpreter = self.interpreter
         assert interpreter is not None
-        if kind == channel.READY and not interpreter.ready:
+        if kind == READY and not interpreter.ready:
             interpreter.ready = True
             self.last_activity = time.monotonic()  # idle from now, not from the start
             keep = payload.get("keep")
@@ -404,9 +408,9 @@ class Supervisor:
                 interpreter.keep = {pid for pid in keep[:8] if isinstance(pid, int) and pid > 1}
             self.emit_json("ready", {"count": payload.get("count")})
             self.dispatch()
-        elif kind == channel.DISPLAY:
+        elif kind == DISPLAY:
             self.relay("display", json.dumps(payload).encode())
-        elif kind == channel.RESULT:
+        elif kind == RESULT:
             cell = self.cell
             if cell is not None and cell.dispatched and payload.get("seq") == cell.seq:
                 self.end_cell(count=payload.get("count"), error=payload.get("error"))
@@ -473,7 +477,7 @@ class Supervisor:
             self.nonce = bytes(self.requests[:newline])
             del self.requests[: newline + 1]
             for frame in self.held:
-                channel.write_all(1, FRAME_START + self.nonce + frame)
+                write_all(1, FRAME_START + self.nonce + frame)
             self.held = []
         while self.take_request():
             pass
@@ -534,7 +538,7 @@ class Supervisor:
             except BaseException as error:
                 answer = json.dumps({"error": str(error)}).encode() + b"\n"
             with contextlib.suppress(OSError):
-                channel.write_all(write_end, answer)
+                write_all(write_end, answer)
             os._exit(0)
         os.close(write_end)
         os.set_blocking(read_end, False)
@@ -665,7 +669,7 @@ class Supervisor:
             return
         try:
             messages = interpreter.reader.feed(data)
-        except channel.ChannelError as error:
+        except ChannelError as error:
             self.restart(f"the interpreter broke its channel to the supervisor ({error})")
             return
         for kind, payload in messages:

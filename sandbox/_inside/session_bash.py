@@ -18,7 +18,7 @@ import signal
 import subprocess
 from typing import Any
 
-from . import session_channel as channel
+from .session_channel import READY, RESULT, receive_command, send_message
 
 _CELL_FOLDER = "/tmp/.sandcrew-bash"
 _STATUS_FD = 5
@@ -67,10 +67,10 @@ def main(arguments: list[str]) -> None:
     assert shell.stdin is not None
     shell.stdin.write(b"trap 'return 130 2>/dev/null' INT\n")
     shell.stdin.flush()
-    channel.send_message(channel.READY, {"count": 0, "keep": [shell.pid]})
+    send_message(READY, {"count": 0, "keep": [shell.pid]})
     count = 0
     while True:
-        command = channel.receive_command()
+        command = receive_command()
         if command is None:
             return
         count += 1
@@ -90,6 +90,4 @@ def main(arguments: list[str]) -> None:
             error = {"name": "KeyboardInterrupt", "value": "", "traceback": ""}
         elif status != 0:
             error = {"name": "ExitStatus", "value": str(status), "traceback": ""}
-        channel.send_message(
-            channel.RESULT, {"seq": command.get("seq"), "count": count, "error": error}
-        )
+        send_message(RESULT, {"seq": command.get("seq"), "count": count, "error": error})

@@ -25,7 +25,7 @@ import signal
 import sys
 from typing import Any
 
-from . import session_channel as channel
+from .session_channel import DISPLAY, READY, RESULT, receive_command, send_message
 
 _BINARY_PREFIXES = ("image/", "application/pdf", "audio/", "video/")
 _state = {"in_cell": False}
@@ -66,7 +66,7 @@ def _flush() -> None:
 
 def _send_display(kind: str, data: dict[str, Any]) -> None:
     _flush()  # what the cell printed before the display comes first
-    channel.send_message(channel.DISPLAY, _bundle(kind, data))
+    send_message(DISPLAY, _bundle(kind, data))
 
 
 def _make_shell() -> Any:
@@ -172,9 +172,9 @@ def main(arguments: list[str]) -> None:
     saved = {number: os.dup(number) for number in (1, 2)}
     signal.signal(signal.SIGINT, _on_interrupt)
     shell = _make_shell()
-    channel.send_message(channel.READY, {"count": shell.execution_count})
+    send_message(READY, {"count": shell.execution_count})
     while True:
-        command = channel.receive_command()
+        command = receive_command()
         if command is None:
             return
         _restore_streams(saved)
@@ -195,7 +195,7 @@ def main(arguments: list[str]) -> None:
         if shell.last_error is not None and shell.last_error["name"] == "KeyboardInterrupt":
             _reap_children()
         _flush()
-        channel.send_message(
-            channel.RESULT,
+        send_message(
+            RESULT,
             {"seq": command.get("seq"), "count": count, "error": shell.last_error},
         )
