@@ -1,0 +1,34 @@
+"""The in-container modules are plain modules: standard library and their siblings only."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandcrew.sandbox._inside_command import inside_command
+
+INSIDE = Path(__file__).resolve().parents[2] / "sandbox" / "_inside"
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names of the absolute imports of a module (relative ones are siblings)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(INSIDE.glob("*.py")), ids=lambda path: path.name)
+def test_an_in_container_module_imports_the_standard_library_only(path: Path) -> None:
+    assert _imports(path) - set(sys.stdlib_module_names) == set()
+
+
+def test_an_unknown_entry_module_is_refused() -> None:
+    with pytest.raises(ValueError, match="no in-container module 'nowhere'"):
+        inside_command("nowhere")
