@@ -180,7 +180,7 @@ class RayExecutor:
         options: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": False,
-            "logging_level": "WARNING",
+            "logging_level": "ERROR",
         }
         if self.address is None:
             options["num_cpus"] = self.num_cpus or os.cpu_count() or 1
