@@ -152,9 +152,11 @@ def run(
         )
     # Before Docker and the model: a cluster that does not answer fails within seconds.
     task_executor = make_executor(executor, address, isolation, chunk_size)
+    # On a cluster, each node's engine is checked where the chunk lands (an error names it).
+    sandbox_here = executor is ExecutorName.LOCAL
     if solver is SolverName.CREW:
-        check_before_solving(settings)
-    else:
+        check_before_solving(settings, sandbox_here=sandbox_here)
+    elif sandbox_here:
         check_sandbox_image(settings.sandbox, "python")
     run_model = settings.endpoint.model if solver is SolverName.CREW else None
     if previous is not None:

@@ -334,8 +334,9 @@ async def _with_relative_limits(
 ) -> dict[str, CodeTask]:
     """Each problem's limit scaled from its reference time; unknown times are measured first.
 
-    A reference solution is timed alone (one at a time), so that the load of the
-    samples does not inflate it; one that does not pass keeps its problem's fixed limit.
+    A reference solution is timed alone (one at a time, after a warm-up run), so that
+    the load of the samples does not inflate it; one that does not pass keeps its
+    problem's fixed limit.
     """
     reference = {
         task_id: task.reference_time
@@ -349,12 +350,13 @@ async def _with_relative_limits(
     ]
 
     def timed(index: int, result: TaskResult) -> None:
-        if result.passed:
-            reference[unmeasured[index].id] = result.duration
+        if index > 0 and result.passed:
+            reference[unmeasured[index - 1].id] = result.duration
 
     if unmeasured:
+        # The first job only warms the sandbox up (a batch starts its container then).
         await executor.execute(
-            [Job(task, CanonicalSolver()) for task in unmeasured],
+            [Job(task, CanonicalSolver()) for task in (unmeasured[0], *unmeasured)],
             concurrency=1,
             sandbox_config=sandbox_config,
             on_result=timed,

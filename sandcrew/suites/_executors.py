@@ -96,7 +96,8 @@ class Executor(Protocol):
         on_result: JobCallback,
     ) -> None:
         """Run every job, at most ``concurrency`` at once (``None``: the executor's own
-        choice), calling ``on_result`` once for each.
+        choice; ``1``: strictly one after the other, nothing queued), calling
+        ``on_result`` once for each.
 
         A job whose harness breaks gets an ``error`` result; a failure that would be
         the same for every job (bad settings, no Docker, no image) propagates.
@@ -148,7 +149,8 @@ class LocalExecutor:
         sandbox = self.sandbox_factory(sandbox_config, slots=slots)
         try:
             await sandbox.start()
-            await run_jobs(sandbox, list(enumerate(jobs)), runs_at_once(sandbox, slots), on_result)
+            workers = 1 if concurrency == 1 else runs_at_once(sandbox, slots)
+            await run_jobs(sandbox, list(enumerate(jobs)), workers, on_result)
         finally:
             await sandbox.aclose()
 

@@ -144,6 +144,7 @@ class RayExecutor:
                 scheduling_strategy="SPREAD",
             )
             run = _ChunkedRun(ray, remote, jobs, self.sandbox_factory, sandbox_config, on_result)
+            run.one_at_a_time = concurrency == 1
             await run.run(size, at_once)
         finally:
             if started_here:
@@ -225,6 +226,8 @@ class _ChunkedRun:
         self.sent: dict[int, int] = {}
         self.notes: dict[int, list[str]] = {}
         self.lost_errors = _lost_worker_errors(ray)
+        self.one_at_a_time = False
+        """Nothing queued in a chunk's sandbox either (``concurrency=1``)."""
         self._group: asyncio.TaskGroup | None = None
         self._slots: asyncio.Semaphore | None = None
 
@@ -246,7 +249,10 @@ class _ChunkedRun:
                 self.sent[index] = self.sent.get(index, 0) + 1
             node = "(not started)"
             generator = self.remote.remote(
-                [(index, self.jobs[index]) for index in chunk], self.factory, self.config
+                [(index, self.jobs[index]) for index in chunk],
+                self.factory,
+                self.config,
+                queued=not self.one_at_a_time,
             )
             try:
                 async for reference in generator:
@@ -302,20 +308,25 @@ class _ChunkedRun:
 
 
 def run_chunk(
-    jobs: list[tuple[int, Job]], factory: SandboxFactory, config: SandboxConfig
+    jobs: list[tuple[int, Job]],
+    factory: SandboxFactory,
+    config: SandboxConfig,
+    *,
+    queued: bool = True,
 ) -> Iterator[_ChunkStarted | _NodeFailure | tuple[int, TaskResult]]:
     """Body of a chunk's Ray task: one sandbox on this node's engine, each result as it ends.
 
     The jobs run on an event loop in a thread of their own; this generator hands
     their results to Ray as they come. When Ray cancels the task (the driver was
     interrupted), the loop is cancelled and the sandbox removes its containers
-    before the task ends.
+    before the task ends. ``queued``: keep as many runs in flight as the sandbox
+    accepts (a batch queues the next one inside), else strictly one at a time.
     """
     node = _this_node()
     yield _ChunkStarted(node)
     messages: queue.SimpleQueue[_NodeFailure | tuple[int, TaskResult] | None] = queue.SimpleQueue()
     loop = asyncio.new_event_loop()
-    main = loop.create_task(_run_chunk(jobs, factory, config, messages.put))
+    main = loop.create_task(_run_chunk(jobs, factory, config, queued, messages.put))
 
     def serve() -> None:
         try:
@@ -357,6 +368,7 @@ async def _run_chunk(
     jobs: list[tuple[int, Job]],
     factory: SandboxFactory,
     config: SandboxConfig,
+    queued: bool,
     put: Any,
 ) -> None:
     sandbox = factory(config, slots=_SLOTS_PER_CHUNK)
@@ -365,7 +377,7 @@ async def _run_chunk(
         await run_jobs(
             sandbox,
             jobs,
-            runs_at_once(sandbox, _SLOTS_PER_CHUNK),
+            runs_at_once(sandbox, _SLOTS_PER_CHUNK) if queued else 1,
             lambda index, result: put((index, result)),
         )
     finally:
