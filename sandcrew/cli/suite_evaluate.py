@@ -2,10 +2,12 @@
 
 A thin shell over :func:`sandcrew.suites.evaluate_samples`: it reads the
 options, shows progress (a bar with ETA on a terminal, plain lines when
-piped), prints pass@k and picks the exit code (0 every sample checked, 1 some
-samples had no verdict because the sandbox failed, 2 usage errors, 130
-interrupted). The executor options (``--executor``, ``--address``,
-``--isolation``, ``--chunk-size``) are shared with ``suite run``.
+piped), prints pass@k and picks the exit code from the one table (0 every sample
+checked, 1 some samples had no verdict because the sandbox failed, 2 usage or
+configuration errors, 3 Docker unreachable, 130 interrupted). The sandbox's settings
+come from ``--config`` and ``SANDCREW_SANDBOX__*`` like every command's. The executor
+options (``--executor``, ``--address``, ``--isolation``, ``--chunk-size``) are shared
+with ``suite run``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from sandcrew.cli import _options as options, _output
+from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.cli._preflight import check_sandbox_image
 from sandcrew.suites import Isolation
 
 if TYPE_CHECKING:
@@ -79,8 +84,6 @@ def make_executor(
     return LocalExecutor(isolation)
 
 
-UNCHECKED_EXIT = 1
-INTERRUPTED_EXIT = 130
 PLAIN_PROGRESS_SECONDS = 10.0
 """When piped, a progress line at least this often (and at every tenth of the samples)."""
 
@@ -129,6 +132,7 @@ def evaluate(
     address: AddressOption = None,
     isolation: IsolationOption = Isolation.TASK,
     chunk_size: ChunkSize = None,
+    config: options.Config = None,
 ) -> None:
     """Check every sample in a throwaway container; write SAMPLES_results.jsonl and pass@k."""
     from sandcrew.suites import RelativeTimeLimit, evaluate_samples
@@ -136,8 +140,13 @@ def evaluate(
 
     ks = parse_ks(k)
     relative = RelativeTimeLimit(time_factor, time_floor) if time_factor is not None else None
+    settings = options.settings_from_options(config=config)
     checks_executor = make_executor(executor, address, isolation, chunk_size)
-    progress = _ProgressReporter(Console(stderr=True))
+    if executor is ExecutorName.LOCAL:
+        # As `suite run`: a missing image is a setup problem (2), said before any sample runs
+        # (on a cluster, each node's engine is checked where the chunk lands).
+        check_sandbox_image(settings.sandbox, "python")
+    progress = _ProgressReporter(_output.console(stderr=True))
     try:
         with progress:
             evaluation = asyncio.run(
@@ -150,15 +159,16 @@ def evaluate(
                     relative_limit=relative,
                     ignore_incomplete=ignore_incomplete,
                     executor=checks_executor,
+                    sandbox_config=settings.sandbox,
                     on_start=progress.start,
                     on_result=progress.advance,
                 )
             )
     except KeyboardInterrupt:
-        Console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
-        raise typer.Exit(INTERRUPTED_EXIT) from None
-    _print_summary(Console(soft_wrap=True), evaluation)
-    raise typer.Exit(UNCHECKED_EXIT if evaluation.errors else 0)
+        _output.console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    _print_summary(_output.console(), evaluation)
+    raise typer.Exit(ExitCode.NOT_SOLVED if evaluation.errors else ExitCode.OK)
 
 
 class _ProgressReporter:
