@@ -345,14 +345,18 @@ class Session:
         await asyncio.to_thread(self._send, b"interrupt 0 0 0\n")
 
     async def restart(self) -> None:
-        """Replace the interpreter by a fresh one (files stay; variables go)."""
+        """Replace the interpreter by a fresh one (files stay; variables go).
+
+        A running cell ends at once with ``state_lost``.
+        """
         self._check_open()
-        async with self._turn:
-            assert self._loop is not None
-            self._ready = self._loop.create_future()
-            await asyncio.to_thread(self._send, b"restart 0 0 0\n")
-            async with asyncio.timeout(self.limits.start_timeout + _ANSWER_SLACK):
-                self.execution_count = await self._ready
+        assert self._loop is not None
+        # Not after the running cell: a restart is how a stuck cell is ended at once
+        # (it reports state_lost).
+        self._ready = self._loop.create_future()
+        await asyncio.to_thread(self._send, b"restart 0 0 0\n")
+        async with asyncio.timeout(self.limits.start_timeout + _ANSWER_SLACK):
+            self.execution_count = await self._ready
 
     # -- files ----------------------------------------------------------------------------
 
