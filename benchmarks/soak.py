@@ -178,10 +178,12 @@ BATCH_CLASSES: dict[str, tuple[str, frozenset[str]]] = {
     "batch/memory-bomb": (MEMORY_BOMB.replace("chunks", "held"), frozenset({FAILED, TIMED_OUT})),
     "batch/fork-bomb": (FORK_BOMB, frozenset({FAILED, TIMED_OUT})),
     "batch/deep-tree-fill": (
-        # 1,500 levels, then a file at the bottom that fills the work dir (at most 96 MiB).
+        # 1,500 levels, then files at the bottom that fill the work dir (at most 96 MiB),
+        # each under the file size limit.
         "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\n"
-        "    open('f', 'w').write('x' * 4096)\ntry:\n    with open('fill', 'wb') as fill:\n"
-        "        for _ in range(96):\n            fill.write(bytes(1 << 20))\n"
+        "    open('f', 'w').write('x' * 4096)\ntry:\n    for n in range(24):\n"
+        "        with open('fill%d' % n, 'wb') as fill:\n"
+        "            fill.write(bytes(4 << 20))\n"
         "except OSError:\n    pass\nreturn a + b",
         frozenset({PASSED}),
     ),
