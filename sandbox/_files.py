@@ -22,8 +22,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core import UserError
+from ._inside.files import OUTPUT_FOLDER
 from ._languages import RUNNERS
-from ._supervisor import OUTPUT_FOLDER
 
 _NAME_BYTES_LIMIT = 255
 _RESERVED_NAMES = frozenset({OUTPUT_FOLDER, *(runner.filename for runner in RUNNERS.values())})
