@@ -147,9 +147,8 @@ PROBLEM = {
     "prompt": "def add(a, b):\n",
     "entry_point": "add",
     "canonical_solution": "    return a + b\n",
-    "test": (
-        "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
-    ),
+    # One call: each hostile completion attacks once.
+    "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n",
 }
 
 
@@ -170,7 +169,8 @@ def ipc_objects():
     return found
 # A neighbour running at the same time may hold objects for a moment; what outlives it is left.
 seen = ipc_objects()
-time.sleep(1.5)
+if seen:
+    time.sleep(1.5)
 leftovers = seen & ipc_objects()
 return a + b if not leftovers else sorted(leftovers)
 """
@@ -319,7 +319,7 @@ def one_batch(names: list[str], kill: tuple[float, signal.Signals] | None, tally
         (folder / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in samples))
         process = _sandcrew(
             *("suite", "evaluate", "samples.jsonl", "--problems", "problems.jsonl"),
-            *("--isolation", "batch", "--k", "1", "--timeout", "3", "-j", "2"),
+            *("--isolation", "batch", "--k", "1", "--timeout", "5", "-j", "2"),
             cwd=folder,
         )
         finished = _finish(process, kill, tally)
