@@ -107,7 +107,11 @@ def evaluate(
     ),
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-j", help="Samples at once (default: one per core)."),
+        typer.Option(
+            "--concurrency",
+            "-j",
+            help="Samples at once (default: one per core; on Ray, chunks at once, one per CPU).",
+        ),
     ] = None,
     timeout: Annotated[
         float,
