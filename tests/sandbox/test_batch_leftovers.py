@@ -186,11 +186,12 @@ try:
             handle.write(b"x" * (1 << 20))
 except OSError as error:
     print("filled:", error.strerror)
-time.sleep(3)
+time.sleep(6)
 """
-    async with BatchSandbox(DISK, slots=2, docker_client=docker_client) as batch:
+    config = DISK.model_copy(update={"timeout": 10.0})
+    async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
         hostile = asyncio.ensure_future(batch.run(fills_and_waits))
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(3)
         neighbour = await batch.run("print('started')")
         hostile_result = await hostile
     assert hostile_result.stdout == "filled: No space left on device\n", hostile_result
@@ -224,7 +225,7 @@ print("made folders")
     async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
         hostile, *neighbours = await asyncio.gather(
             batch.run(makes_folders),
-            *(batch.run(quick, timeout=0.6) for _ in range(14)),
+            *(batch.run(quick, timeout=2.0) for _ in range(10)),
         )
     assert (hostile.exit_code, hostile.stdout) == (0, "made folders\n"), hostile
     for neighbour in neighbours:
