@@ -230,3 +230,38 @@ print("made folders")
     assert (hostile.exit_code, hostile.stdout) == (0, "made folders\n"), hostile
     for neighbour in neighbours:
         assert (neighbour.exit_code, neighbour.timed_out, neighbour.stdout) == (0, False, "quick\n")
+
+
+async def test_a_neighbour_killed_for_the_shared_memory_runs_again_alone(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(timeout=10.0, memory_bytes=128 * MIB)
+    # Detached shared memory counts against the container's memory but against no
+    # process: when it is full, the kernel kills the process that holds the most.
+    fills_shared_memory = """
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+time.sleep(1.5)
+for key in range(12):
+    segment = libc.shmget(0x7000 + key, 32 << 20, 0o1000 | 0o600)
+    address = libc.shmat(segment, None, 0)
+    ctypes.memset(address, 1, 32 << 20)
+    libc.shmdt(ctypes.c_void_p(address))
+print("filled")
+"""
+    holds_memory = """
+import time
+memory = bytearray(80 << 20)
+for index in range(0, len(memory), 4096):
+    memory[index] = 1
+time.sleep(4)
+print("held", len(memory) >> 20)
+"""
+    async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
+        hostile, neighbour = await asyncio.gather(
+            batch.run(fills_shared_memory), batch.run(holds_memory)
+        )
+    assert (neighbour.exit_code, neighbour.stdout) == (0, "held 80\n"), neighbour
+    alone = await _alone(docker_client, config, fills_shared_memory)
+    assert _verdict(hostile) == alone
