@@ -41,6 +41,31 @@ def mcp(
         typer.Option("--allow-network", help="Let a client ask for network access in a run."),
     ] = False,
     image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
+    auth_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SANDCREW_MCP_AUTH_TOKEN",
+            show_envvar=True,
+            help="Bearer token HTTP clients must send (required beyond loopback; "
+            "prefer the environment variable, which other users cannot see in ps).",
+        ),
+    ] = None,
+    max_queued_per_client: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Tool calls one client may have running or waiting at once.",
+            show_default="the server's",
+        ),
+    ] = None,
+    max_queued: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Tool calls all clients together may have running or waiting at once.",
+            show_default="the server's",
+        ),
+    ] = None,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
     config: options.Config = None,
@@ -62,8 +87,14 @@ def mcp(
     )
     with_solve = settings.endpoint.configured
 
-    from sandcrew.mcp import serve  # the optional SDK: imported only for this command
+    # The optional SDK: imported only for this command.
+    from sandcrew.mcp import QueueLimits, serve
+    from sandcrew.mcp._http import check_auth_token
 
+    if transport != "stdio":
+        check_auth_token(auth_token, host=host)
+    given = {"per_client": max_queued_per_client, "total": max_queued}
+    queue_bounds = {name: value for name, value in given.items() if value is not None}
     asyncio.run(
         serve(
             settings,
@@ -72,5 +103,7 @@ def mcp(
             host=host,
             port=port,
             with_solve=with_solve,
+            auth_token=auth_token,
+            queue=QueueLimits(**queue_bounds),
         )
     )
