@@ -160,6 +160,12 @@ def become_the_task(workdir: str, uid: int, language: str, nproc: int, address_s
     os._exit(_run_python(directory, path))
 
 
+def _above_status_fd(descriptor: int) -> int:
+    while descriptor <= _STATUS_FD:
+        descriptor = os.dup(descriptor)
+    return descriptor
+
+
 def _read_program(descriptor: int) -> bytes:
     chunks: list[bytes] = []
     while True:
@@ -299,6 +305,8 @@ class Zygote:
             child = -1
         if child == 0:
             try:
+                # Out of the way of fds 0-3 first, so no dup2 below overwrites one of them.
+                descriptors = [_above_status_fd(descriptor) for descriptor in descriptors]
                 for target, descriptor in enumerate(descriptors):
                     os.dup2(descriptor, target)
                 become_the_task(self.workdir, uid, language, self.nproc, self.address_space)

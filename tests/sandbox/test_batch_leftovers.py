@@ -265,3 +265,32 @@ print("held", len(memory) >> 20)
     assert (neighbour.exit_code, neighbour.stdout) == (0, "held 80\n"), neighbour
     alone = await _alone(docker_client, config, fills_shared_memory)
     assert _verdict(hostile) == alone
+
+
+async def test_a_container_whose_cleanup_runs_out_of_time_retires(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(timeout=10.0, workdir_tmpfs_bytes=256 * MIB)
+    # Three processes make up to 150,000 folders in 6 s: more than one process deletes in 5 s.
+    makes_many_folders = """
+import os, time
+for _ in range(3):
+    if os.fork() == 0:
+        os.mkdir(str(os.getpid()))
+        os.chdir(str(os.getpid()))
+        for number in range(50_000):
+            os.mkdir(str(number))
+        time.sleep(60)
+time.sleep(6)
+print("made folders")
+"""
+    async with BatchSandbox(config, slots=1, docker_client=docker_client) as batch:
+        hostile, *neighbours = await asyncio.gather(
+            batch.run(makes_many_folders), *(batch.run("print('next')") for _ in range(3))
+        )
+    assert (hostile.exit_code, hostile.stdout) == (0, "made folders\n"), hostile
+    for neighbour in neighbours:
+        assert (neighbour.exit_code, neighbour.stdout) == (0, "next\n"), neighbour
+        # Not started in the container that could not be cleaned: in the next one.
+        assert neighbour.run_id != hostile.run_id
+    assert len({neighbour.run_id for neighbour in neighbours}) == 1  # one batch, not alone
