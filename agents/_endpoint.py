@@ -7,20 +7,16 @@ policy is decided here once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
     SecretStr,
-    ValidationError,
     field_validator,
-    model_validator,
 )
 
-from ..core import ConfigurationError, describe_invalid_value
+from ..core import ConfigurationError
+from ..core._settings_model import SettingsModel
 from ._chat_format import ChatFormSetting
 
 if TYPE_CHECKING:
@@ -36,14 +32,14 @@ MAX_RETRIES = 10
 """Retries per request at most; the client backs off exponentially, so more only hides an outage."""
 
 
-class ModelEndpoint(BaseModel):
+class ModelEndpoint(SettingsModel):
     """An OpenAI-compatible endpoint and the model asked there.
 
     ``base_url`` ``None`` means OpenAI itself; any OpenAI-compatible server (Ollama, vLLM,
     llama.cpp, LM Studio, Azure …) works through it. A local server needs no ``api_key``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    settings_title: ClassVar[str] = "model endpoint"
 
     model: str = Field(default=DEFAULT_MODEL, min_length=1)
     base_url: str | None = None
@@ -59,15 +55,6 @@ class ModelEndpoint(BaseModel):
     alternating form the first time the server refuses the turn structure (or answers a
     non-alternating request empty twice); ``open``, ``alternating`` or
     ``alternating-no-system`` force one form."""
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _one_clear_error(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        try:
-            return handler(data)
-        except ValidationError as exc:
-            problems = "; ".join(describe_invalid_value(error) for error in exc.errors())
-            raise ConfigurationError(f"invalid model endpoint: {problems}") from None
 
     @field_validator("base_url")
     @classmethod

@@ -9,7 +9,6 @@ configuration errors, 3 Docker or the model endpoint unreachable, 130 interrupte
 from __future__ import annotations
 
 import asyncio
-import enum
 import sys
 import time
 from pathlib import Path
@@ -29,22 +28,27 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output, suite_evaluate
+from sandcrew.cli import _options as options, _output, suite_evaluate
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._terminal import visible_controls
-from sandcrew.cli.suite_evaluate import IsolationName
-from sandcrew.suites import SolverName
+from sandcrew.cli.suite_evaluate import (
+    AddressOption,
+    ChunkSize,
+    ExecutorName,
+    ExecutorOption,
+    IsolationOption,
+    make_executor,
+)
+from sandcrew.suites import Isolation, SolverName
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
         BaselineComparison,
-        Isolation,
+        Executor,
         Solver,
         Suite,
         SuiteReport,
-        TaskExecutor,
         TaskResult,
     )
 
@@ -54,11 +58,6 @@ FULL_TABLE_LIMIT = 40
 """Above this many tasks the final table lists only the tasks that did not pass."""
 
 _STATUS_STYLES = {"pass": "green", "fail": "red", "error": "magenta", "timeout": "yellow"}
-
-
-class ExecutorName(enum.StrEnum):
-    LOCAL = "local"
-    RAY = "ray"
 
 
 suite_app = typer.Typer(
@@ -86,7 +85,11 @@ def run(
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-j", help="Tasks at once (default: one per core)."),
+        typer.Option(
+            "--concurrency",
+            "-j",
+            help="Tasks at once (default: one per core; on Ray, chunks at once, one per CPU).",
+        ),
     ] = None,
     filters: Annotated[
         list[str] | None,
@@ -107,20 +110,10 @@ def run(
     allow_failures: Annotated[
         bool, typer.Option(help="Without --baseline, exit 0 even when tasks do not pass.")
     ] = False,
-    executor: Annotated[
-        ExecutorName, typer.Option(help="Where tasks run: this machine or a Ray cluster.")
-    ] = ExecutorName.LOCAL,
-    address: Annotated[
-        str | None,
-        typer.Option(help="Ray cluster address for --executor ray (default: start a local Ray)."),
-    ] = None,
-    isolation: Annotated[
-        IsolationName,
-        typer.Option(
-            help="task: a new container per check; batch: one container for many checks, "
-            "each as its own uid in its own directory (see the README's security section).",
-        ),
-    ] = IsolationName.TASK,
+    executor: ExecutorOption = ExecutorName.LOCAL,
+    address: AddressOption = None,
+    isolation: IsolationOption = Isolation.TASK,
+    chunk_size: ChunkSize = None,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
     token_budget: options.TokenBudget = None,
@@ -167,10 +160,6 @@ def run(
         raise SuiteError(
             f"No task of suite {loaded.name!r} matches --filter {' '.join(filters or ())}"
         )
-    if executor is ExecutorName.LOCAL and address is not None:
-        raise SuiteError("--address only applies to --executor ray")
-    if executor is ExecutorName.RAY and isolation is not IsolationName.TASK:
-        raise SuiteError("--isolation batch only applies to --executor local")
     for option, path in (("--report", report), ("--junit", junit), ("--html", html)):
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
@@ -182,10 +171,12 @@ def run(
             f"{solver.value!r}, so its verdicts cannot be compared"
         )
     # Before Docker and the model: a cluster that does not answer fails within seconds.
-    task_executor = _make_executor(executor, address, isolation.value)
+    task_executor = make_executor(executor, address, isolation, chunk_size)
+    # On a cluster, each node's engine is checked where the chunk lands (an error names it).
+    sandbox_here = executor is ExecutorName.LOCAL
     if solver is SolverName.CREW:
-        check_before_solving(settings)
-    else:
+        check_before_solving(settings, sandbox_here=sandbox_here)
+    elif sandbox_here:
         check_sandbox_image(settings.sandbox, "python")
     run_model = settings.endpoint.model if solver is SolverName.CREW else None
     if previous is not None:
@@ -290,20 +281,10 @@ def _warn_on_baseline_differences(
         )
 
 
-def _make_executor(name: ExecutorName, address: str | None, isolation: Isolation) -> TaskExecutor:
-    from sandcrew.suites import LocalExecutor, RayExecutor
-
-    if name is ExecutorName.RAY:
-        ray_executor = RayExecutor(address=address)
-        ray_executor.check_reachable()
-        return ray_executor
-    return LocalExecutor(isolation)
-
-
 def _run_with_progress(
     suite: Suite,
     solver: Solver,
-    executor: TaskExecutor,
+    executor: Executor,
     concurrency: int | None,
     sandbox_config: SandboxConfig,
 ) -> tuple[SuiteReport, bool]:
@@ -346,6 +327,8 @@ def _run_with_progress(
             sandbox_config=sandbox_config,
             on_result=advance,
             recorder=recorder,
+            # A crew's second try is another solve, not the same program timed again.
+            confirm_timeouts=solver.name != SolverName.CREW.value,
         )
 
     with progress:
@@ -380,7 +363,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
     if len(shown) > FULL_TABLE_LIMIT:
         shown = [result for result in report.results if not result.passed]
         hidden = len(report.results) - len(shown)
-    crew_columns = any(result.rounds is not None for result in report.results)
+    crew_columns = any(result.crew is not None for result in report.results)
     if shown:
         table = Table(title=f"{report.suite} · solver {report.solver}")
         table.add_column("Task", no_wrap=True)
@@ -397,16 +380,12 @@ def _print_results(console: Console, report: SuiteReport) -> None:
             style = _STATUS_STYLES[result.status.value]
             row = [
                 _cell(result.task_id),
-                f"[{style}]{result.status.value}[/]",
+                f"[{style}]{result.verdict}[/]",
                 f"{result.duration:.2f}s",
                 str(result.container_runs),
             ]
             if crew_columns:
-                row += [
-                    _optional(result.rounds),
-                    _optional(result.total_tokens),
-                    _cell(result.stop_reason or ""),
-                ]
+                row += [_cell(cell) for cell in result.crew_cells()]
             row.append(_cell(_last_lines(result.detail)))
             table.add_row(*row)
         console.print(table)
@@ -423,6 +402,12 @@ def _print_results(console: Console, report: SuiteReport) -> None:
     if counts.not_run:
         summary += f", {counts.not_run} not run"
     console.print(f"{summary} in {report.duration:.1f}s")
+    rerun = sum(1 for result in report.results if result.retries)
+    if rerun:
+        console.print(
+            f"{_count(rerun, 'task')} ran more than once (a timeout run again alone, or a lost "
+            "worker); the --report file says why for each."
+        )
 
 
 def _print_comparison(
@@ -471,10 +456,6 @@ def _exit_code(
 def _count(number: int, noun: str, plural: str | None = None) -> str:
     """``1 task``, ``2 tasks``: the noun agrees with the number."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
-
-
-def _optional(value: int | None) -> str:
-    return "" if value is None else str(value)
 
 
 def _cell(text: str) -> str:

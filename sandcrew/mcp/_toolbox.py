@@ -13,9 +13,9 @@ from typing import Any, ParamSpec, Self, TypeVar
 
 from sandcrew.agents import Message
 from sandcrew.core import UserError
-from sandcrew.crew import CrewSettings, solve_task
-from sandcrew.mcp._tools import MIB, LanguagesResult, RunCodeResult, ServerLimits, SolveResult
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.crew import CrewResult, CrewSettings, solve_task
+from sandcrew.mcp._tools import MIB, LanguagesResult, RunCodeResult, ServerLimits
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, Sandbox, SandboxConfig
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,10 +71,12 @@ class SandboxToolbox:
         limits: ServerLimits,
         *,
         max_concurrent_runs: int = 8,
+        sandbox_factory: Callable[[SandboxConfig], Sandbox] = DockerSandbox,
     ) -> None:
         self._settings = settings
         self._limits = limits
-        self._sandboxes: dict[tuple[int, bool], DockerSandbox] = {}
+        self._sandbox_factory = sandbox_factory
+        self._sandboxes: dict[tuple[int, bool], Sandbox] = {}
         self._runs: set[asyncio.Task[ExecutionResult]] = set()
         self._slots = asyncio.Semaphore(max_concurrent_runs)
 
@@ -99,14 +101,14 @@ class SandboxToolbox:
         for sandbox in sandboxes:
             await sandbox.aclose()
 
-    def _sandbox(self, memory_bytes: int, network: bool) -> DockerSandbox:
+    def _sandbox(self, memory_bytes: int, network: bool) -> Sandbox:
         key = (memory_bytes, network)
         sandbox = self._sandboxes.get(key)
         if sandbox is None:
             config = self._settings.sandbox.model_copy(
                 update={"memory_bytes": memory_bytes, "network": network}
             )
-            sandbox = self._sandboxes[key] = DockerSandbox(config)
+            sandbox = self._sandboxes[key] = self._sandbox_factory(config)
         return sandbox
 
     @_recorded
@@ -141,7 +143,7 @@ class SandboxToolbox:
 
     async def _run_in_slot(
         self,
-        sandbox: DockerSandbox,
+        sandbox: Sandbox,
         code: str,
         language: str,
         timeout: float,  # noqa: ASYNC109
@@ -161,7 +163,7 @@ class SandboxToolbox:
         )
 
     @_recorded
-    async def solve(self, task: str) -> SolveResult:
+    async def solve(self, task: str) -> CrewResult:
         scope = CURRENT_CALL.get()
         report = None if scope is None else scope.report_progress
 
@@ -171,15 +173,7 @@ class SandboxToolbox:
                 await report(f"{message.sender}: {headline[0][:200] if headline else ''}")
 
         sandbox = self._sandbox(self._limits.max_memory_bytes, False)
-        result = await solve_task(task, self._settings, sandbox=sandbox, on_message=on_message)
-        return SolveResult(
-            solved=result.solved,
-            answer=result.answer,
-            stop_reason=result.stop_reason.value,
-            stop_detail=result.stop_detail,
-            rounds=result.rounds,
-            runs=len(result.runs),
-        )
+        return await solve_task(task, self._settings, sandbox=sandbox, on_message=on_message)
 
 
 def _utf8(name: str, text: str) -> bytes:

@@ -6,10 +6,22 @@ import json
 
 from sandcrew.agents import StopReason
 from sandcrew.crew import solve_task
-from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, ScriptedModelServer, Turn
-from tests.crew.conftest import FIBONACCI_CODE, admin_final_turn, coder_turn, review_turn
-from tests.crew.conftest import settings_for as settings_on
-from tests.crew.fakes import Outcome, ScriptedSandbox
+from sandcrew.testing import (
+    FIBONACCI_ANSWER,
+    FIBONACCI_TASK,
+    PERSONAS,
+    ScriptedModelServer,
+    ScriptedRun,
+    ScriptedSandbox,
+    Turn,
+)
+from tests.crew.conftest import (
+    FIBONACCI_CODE,
+    admin_final_turn,
+    coder_turn,
+    review_turn,
+    settings_for as settings_on,
+)
 
 
 async def test_reasoning_never_reaches_the_runner_or_the_answer(
@@ -21,7 +33,7 @@ async def test_reasoning_never_reaches_the_runner_or_the_answer(
     assert result.solved
     assert result.answer == f"The 39th Fibonacci number is {FIBONACCI_ANSWER}."
     # the fence inside <think> never ran; the transcript keeps the reasoning
-    assert [code for _, code in fake_sandbox.programs] == [result.last_code]
+    assert [code for code in (run.code for run in fake_sandbox.runs)] == [result.last_code]
     assert "not this one" not in (result.last_code or "")
     assert result.messages[1].content.startswith("<think>")
     # the next speakers' context has no reasoning in it
@@ -43,24 +55,26 @@ async def test_a_fallback_speaker_is_recorded_on_the_result(
     assert "'coder' speaks next by round robin" in result.notes[0]
 
 
-async def test_requests_stay_within_the_models_context(model_server: ScriptedModelServer) -> None:
-    long_failure = Outcome(exit_code=1, stderr="ValueError: " + "x" * 3000 + "\n")
-    sandbox = ScriptedSandbox({"attempt": long_failure, "print(fibonacci(39))": Outcome(
-        stdout=f"{FIBONACCI_ANSWER}\n")})  # fmt: skip
+async def test_requests_stay_within_the_models_context(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
+    long_failure = ScriptedRun(exit_code=1, stderr="ValueError: " + "x" * 3000 + "\n")
+    sandbox = ScriptedSandbox({"attempt": long_failure, "print(fibonacci(39))": ScriptedRun(
+        stdout=f"{FIBONACCI_ANSWER}\n")}, languages=("python", "bash"))  # fmt: skip
     failing = [f"```python\nprint('attempt {n}' + undefined_{n})\n```" for n in range(4)]
     for code in failing:
-        model_server.add(coder_turn(code), review_turn())
-    model_server.add(coder_turn(FIBONACCI_CODE), review_turn(), admin_final_turn())
-    settings = settings_on(model_server, context_tokens=2048, max_output_chars=1000)
+        scripted_model_server.add(coder_turn(code), review_turn())
+    scripted_model_server.add(coder_turn(FIBONACCI_CODE), review_turn(), admin_final_turn())
+    settings = settings_on(scripted_model_server, context_tokens=2048, max_output_chars=1000)
 
     result = await solve_task(FIBONACCI_TASK, settings, sandbox=sandbox)
 
     assert result.solved, result.stop_detail
     budget = (2048 - 1024) * 3
-    for request in model_server.requests:
+    for request in scripted_model_server.requests:
         sent = sum(len(str(message.get("content") or "")) for message in request.messages)
         assert sent <= budget + 200  # the note about left-out messages
-    last_coder = model_server.requests_for("coder")[-1].messages
+    last_coder = scripted_model_server.requests_for("coder")[-1].messages
     texts = [str(message.get("content")) for message in last_coder]
     assert any(FIBONACCI_TASK in text for text in texts)  # the task always stays
     assert any("left out to fit the model's context" in text for text in texts)
@@ -79,9 +93,9 @@ async def test_the_admin_that_never_signals_stops_with_that_reason(
 
 
 async def test_context_overflow_from_the_endpoint_stops_with_that_reason(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         Turn(
             agent="coder",
             status=400,
@@ -89,30 +103,35 @@ async def test_context_overflow_from_the_endpoint_stops_with_that_reason(
         )
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_on(model_server), sandbox=fake_sandbox)
+    result = await solve_task(
+        FIBONACCI_TASK, settings_on(scripted_model_server), sandbox=fake_sandbox
+    )
 
     assert result.stop_reason is StopReason.CONTEXT_OVERFLOW
     assert "exceeds the available context size" in result.stop_detail
-    assert len(model_server.requests) == 1
+    assert len(scripted_model_server.requests) == 1
 
 
 SUM_CODE = "```python\nprint(sum(range(10)))\n```"
-SUM_RUNS = {"print(sum(range(10)))": Outcome(stdout="45\n")}
+
+
+def sum_sandbox() -> ScriptedSandbox:
+    return ScriptedSandbox({"print(sum(range(10)))": ScriptedRun(stdout="45\n")})
 
 
 async def test_a_reviewer_calling_working_code_broken_is_overruled(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(SUM_CODE),
         review_turn(is_top_level_statement=False, is_print_result_to_console=False).model_copy(
             update={"content": "It should use a main() function."}
         ),
         admin_final_turn("45"),
     )
-    sandbox = ScriptedSandbox(SUM_RUNS)
+    sandbox = sum_sandbox()
 
-    result = await solve_task("Sum 0..9.", settings_on(model_server), sandbox=sandbox)
+    result = await solve_task("Sum 0..9.", settings_on(scripted_model_server), sandbox=sandbox)
 
     assert result.solved, result.stop_detail
     review = next(m for m in result.messages if m.sender == "reviewer")
@@ -122,14 +141,14 @@ async def test_a_reviewer_calling_working_code_broken_is_overruled(
     )
     # the model's remark reaches the coder as advice, next to the approval
     assert "It should use a main() function." in review.content
-    assert len(sandbox.programs) == 1
+    assert len(sandbox.runs) == 1
 
 
 async def test_a_plain_text_rejection_of_proven_code_is_overruled(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     no_tools = "registry.ollama.ai/library/gemma2:2b does not support tools"
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(SUM_CODE),
         Turn(agent="reviewer", tools=True, status=400, error_message=no_tools),
         Turn(agent="reviewer", tools=False, content="REJECT: it is not at the top level"),
@@ -137,7 +156,7 @@ async def test_a_plain_text_rejection_of_proven_code_is_overruled(
     )
 
     result = await solve_task(
-        "Sum 0..9.", settings_on(model_server), sandbox=ScriptedSandbox(SUM_RUNS)
+        "Sum 0..9.", settings_on(scripted_model_server), sandbox=sum_sandbox()
     )
 
     assert result.solved, result.stop_detail

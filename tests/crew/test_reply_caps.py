@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sandcrew.agents import StopReason
 from sandcrew.crew import ReplyTokens, solve_task
-from sandcrew.testing import PERSONAS, ScriptedModelServer, Turn
+from sandcrew.testing import PERSONAS, ScriptedModelServer, ScriptedSandbox, Turn
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
     FIBONACCI_CODE,
@@ -13,7 +13,6 @@ from tests.crew.conftest import (
     review_turn,
     settings_for,
 )
-from tests.crew.fakes import ScriptedSandbox
 
 CUT_OFF = Turn(
     agent="coder",
@@ -58,33 +57,35 @@ async def test_the_caps_are_settings(fake_sandbox: ScriptedSandbox) -> None:
 
 
 async def test_a_reply_cut_off_at_its_cap_is_asked_again_shorter(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         CUT_OFF,
         Turn(agent="coder", content=f"Here is the code.\n\n{FIBONACCI_CODE}"),
         review_turn(),
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+    settings = settings_for(scripted_model_server)
+    result = await solve_task(FIBONACCI_TASK, settings, sandbox=fake_sandbox)
 
     assert result.solved, result.stop_detail
     assert FIBONACCI_ANSWER in (result.answer or "")
-    first, second = model_server.requests_for("coder")
+    first, second = scripted_model_server.requests_for("coder")
     assert first.messages != second.messages  # the retry says what was wrong
     assert "cut off: it reached 2048 tokens" in second.messages[-1]["content"]
     coder_message = next(m for m in result.messages if m.sender == "coder")
     assert any("cut off at its limit of 2048 tokens" in note for note in coder_message.notes)
-    assert len(fake_sandbox.programs) == 1  # the cut-off code never ran
+    assert len(fake_sandbox.runs) == 1  # the cut-off code never ran
 
 
 async def test_a_reply_cut_off_twice_stops_with_the_reason(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(CUT_OFF.model_copy(update={"times": 2}))
+    scripted_model_server.add(CUT_OFF.model_copy(update={"times": 2}))
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+    settings = settings_for(scripted_model_server)
+    result = await solve_task(FIBONACCI_TASK, settings, sandbox=fake_sandbox)
 
     assert not result.solved
     assert result.stop_reason is StopReason.ERROR
@@ -92,6 +93,6 @@ async def test_a_reply_cut_off_twice_stops_with_the_reason(
         result.stop_detail
     )
     assert "reply_tokens" in result.stop_detail
-    assert fake_sandbox.programs == []
+    assert fake_sandbox.runs == []
     # what the failed request tried stays on the result
     assert any("asked again for a shorter one" in note for note in result.notes)

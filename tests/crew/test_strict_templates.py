@@ -17,7 +17,7 @@ from sandcrew.testing import (
 )
 from sandcrew.testing._personas import Mode
 from tests.crew.conftest import settings_for
-from tests.crew.fakes import ScriptedSandbox
+from tests.crew.fakes import fibonacci_sandbox
 
 TEMPLATES = {
     "alternation-400": StrictTemplate(),
@@ -66,7 +66,7 @@ async def test_every_persona_against_a_strict_template(
     server = ScriptedModelServer(persona.script(mode), strict_template=TEMPLATES[template])
     settings = settings_for(server.start(), mode=mode, **persona.settings)
     with server:
-        result = await solve_task(FIBONACCI_TASK, settings, sandbox=ScriptedSandbox())
+        result = await solve_task(FIBONACCI_TASK, settings, sandbox=fibonacci_sandbox())
         requests = [request for request in server.requests if request.method == "POST"]
 
     turned_away = refused(requests)

@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from typer.testing import CliRunner
 
 from sandcrew.cli import app
 from sandcrew.suites import load_suite, read_json_report
+from tests.suites.conftest import WriteFile
 
 SANDCREW = Path(sys.executable).with_name("sandcrew")
-WriteFile = Callable[[str, str], Path]
 
 
 def invoke(*args: str) -> Any:
@@ -237,9 +236,9 @@ USAGE_ERRORS = [
         id="stray-address",
     ),
     pytest.param(
-        ["basics", "-s", "canonical", "--executor", "ray", "--isolation", "batch"],
-        "--isolation batch only applies to --executor local",
-        id="batch-on-ray",
+        ["basics", "-s", "canonical", "--chunk-size", "5"],
+        "--chunk-size only applies to --executor ray",
+        id="stray-chunk-size",
     ),
     pytest.param(
         ["basics", "-s", "canonical", "--junit", "/nonexistent/dir/r.xml"],
