@@ -194,28 +194,29 @@ def test_baseline_of_another_model_or_version_warns_on_one_line(
 
 @pytest.mark.docker
 def test_suite_cli_takes_the_crews_budgets_and_request_timeout(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     task = load_suite("basics").task("fibonacci-39")
     assert isinstance(task, AnswerTask)
     assert task.solution is not None
     coder, *_ = crew_turns(task.prompt, task.solution)
     # the coder answers after the request timeout: the task stops as "slow", not hung
-    model_server.add(coder.model_copy(update={"delay": 3.0}))
-    model_server.require_all_used = False
+    scripted_model_server.add(coder.model_copy(update={"delay": 3.0}))
+    scripted_model_server.require_all_used = False
     report_path = tmp_path / "report.json"
 
     completed = run_cli(
         "suite", "run", "basics", "--solver", "crew", "--filter", "fibonacci-39",
-        "--base-url", model_server.base_url, "--model", "scripted", "--report", str(report_path),
-        "--token-budget", "1500", "--time-budget", "60", "--request-timeout", "1",
+        "--base-url", scripted_model_server.base_url, "--model", "scripted",
+        "--report", str(report_path), "--token-budget", "1500", "--time-budget", "60",
+        "--request-timeout", "1",
     )  # fmt: skip
 
     assert "Traceback" not in completed.stderr
     (result,) = json.loads(report_path.read_text())["results"]
     assert result["status"] != "pass"
     assert "no answer within 1.0 s" in result["detail"]
-    (request,) = model_server.requests_for("coder")
+    (request,) = scripted_model_server.requests_for("coder")
     assert request.body["max_tokens"] < 1500  # the task's token budget caps the reply
 
 
