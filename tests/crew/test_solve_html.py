@@ -193,10 +193,15 @@ def test_the_page_reads_back_only_regular_files_never_through_a_link(tmp_path: P
     (tmp_path / "secret").write_bytes(png)
     (tmp_path / "link.png").symlink_to(tmp_path / "secret")
     os.mkfifo(tmp_path / "fifo.png")  # no writer: opening it for reading would block
-    artifacts = [
-        {"name": name, "size": len(png), "media_type": "image/png", "path": str(tmp_path / name)}
+    artifacts = tuple(
+        Artifact(name=name, size=len(png), media_type="image/png", path=str(tmp_path / name))
         for name in ("plot.png", "link.png", "fifo.png")
-    ]
-    records = [{"event": "run", "data": {"artifacts": artifacts}}]
+    )
+    run = ExecutionResult(
+        language="python", exit_code=0, stdout="", stderr="", duration=0.1,
+        image="sandcrew/python", run_id="r1", timeout=5, memory_limit_bytes=2**28,
+        artifacts=artifacts,
+    )  # fmt: skip
+    events: list[TranscriptEvent] = [RunEvent(sender="runner", content="ran", run=run)]
 
-    assert saved_artifact_bytes(records) == {(0, "plot.png"): png}
+    assert saved_artifact_bytes(events) == {(0, "plot.png"): png}
