@@ -61,6 +61,27 @@ if typing.TYPE_CHECKING:
     from ._seccomp import (
         describe_seccomp_profile as describe_seccomp_profile,
     )
+    from ._session import (
+        Session as Session,
+        SessionClosedError as SessionClosedError,
+        SessionFileError as SessionFileError,
+        SessionLimitError as SessionLimitError,
+    )
+    from ._session_models import (
+        CellError as CellError,
+        CellResult as CellResult,
+        DisplayOutput as DisplayOutput,
+        FileEntry as FileEntry,
+        OutputEvent as OutputEvent,
+        SessionEvent as SessionEvent,
+        SessionLimits as SessionLimits,
+    )
+    from ._session_pool import (
+        SessionPool as SessionPool,
+    )
+    from ._session_sync import (
+        SyncSession as SyncSession,
+    )
     from ._signals import (
         treat_sigterm_as_interrupt as treat_sigterm_as_interrupt,
     )

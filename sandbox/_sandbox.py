@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import docker
 
@@ -28,6 +28,11 @@ from ._lifecycle import ContainerSupply
 from ._result import ExecutionResult
 from ._supervisor import program_delivery
 from ._threads import finish_in_thread
+
+if TYPE_CHECKING:
+    from ._session import Session
+    from ._session_models import SessionLimits
+    from ._session_sync import SyncSession
 
 # A pooled container that ended before it read its program is replaced by
 # another; after this many, the run launches a container of its own.
@@ -133,6 +138,35 @@ class DockerSandbox:
         except SandboxError:
             if exc is None:
                 raise
+
+    def session(
+        self,
+        language: str = "python",
+        *,
+        image: str | None = None,
+        limits: SessionLimits | None = None,
+    ) -> Session:
+        """A live interpreter in a hardened container; ``async with`` starts and removes it.
+
+        ``image`` defaults to the language's image of the config (e.g.
+        ``sandcrew/python-data`` for pandas and matplotlib). See :class:`Session`.
+        """
+        from ._session import Session
+
+        return Session(self, language, image=image, limits=limits)
+
+    def session_sync(
+        self,
+        language: str = "python",
+        *,
+        image: str | None = None,
+        limits: SessionLimits | None = None,
+    ) -> SyncSession:
+        """The blocking twin of :meth:`session`: ``with sandbox.session_sync() as session:``."""
+        from ._session import Session
+        from ._session_sync import SyncSession
+
+        return SyncSession(Session(self, language, image=image, limits=limits))
 
     async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
         """The Python packages the language's image adds to the standard library.

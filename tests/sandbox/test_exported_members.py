@@ -8,7 +8,14 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
     assert issubclass(sandcrew.sandbox.SandboxError, InfrastructureError)
     for infrastructure in ("DockerUnavailableError", "ImageNotFoundError"):
         assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
-    for misuse in ("UnsupportedLanguageError", "CodeTooLargeError", "EmptyCodeError"):
+    for infrastructure in ("SessionClosedError", "SessionFileError"):
+        assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
+    for misuse in (
+        "UnsupportedLanguageError",
+        "CodeTooLargeError",
+        "EmptyCodeError",
+        "SessionLimitError",
+    ):
         assert issubclass(getattr(sandcrew.sandbox, misuse), UserError)
 
 
