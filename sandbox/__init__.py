@@ -21,6 +21,7 @@ if typing.TYPE_CHECKING:
     from ._files import Artifact, load_input_files
     from ._images import DEFAULT_IMAGES, BaseSource, ImageBuildError, build_images, list_images
     from ._languages import SUPPORTED_LANGUAGES, normalize_language
+    from ._live import OutputChunk
     from ._protocol import Sandbox
     from ._reaper import reap_orphans
     from ._result import ExecutionResult
@@ -55,6 +56,7 @@ else:
             "list_images": "._images",
             "SUPPORTED_LANGUAGES": "._languages",
             "normalize_language": "._languages",
+            "OutputChunk": "._live",
             "Sandbox": "._protocol",
             "reap_orphans": "._reaper",
             "ExecutionResult": "._result",
@@ -79,6 +81,7 @@ __all__ = [
     "ExecutionResult",
     "ImageBuildError",
     "ImageNotFoundError",
+    "OutputChunk",
     "Sandbox",
     "SandboxConfig",
     "SandboxError",

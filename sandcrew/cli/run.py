@@ -14,9 +14,9 @@ from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import files_from_paths, save_artifacts
-from sandcrew.cli._terminal import reset_attributes, write_untrusted
+from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
 from sandcrew.errors import UserError
-from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult
+from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult, OutputChunk
 
 _LANGUAGE_BY_SUFFIX = {
     ".py": "python",
@@ -69,7 +69,7 @@ def run(
         typer.Option(help="Save the files the program writes into out/ to this folder."),
     ] = None,
 ) -> None:
-    """Run FILE (or stdin) in a new hardened container and print what it printed.
+    """Run FILE (or stdin) in a new hardened container and print what it prints, as it prints it.
 
     Exit codes (as docker run): the program's own; 124 timed out; 137 killed for using too
     much memory; 125 sandcrew itself failed (bad option, Docker, image).
@@ -87,13 +87,26 @@ def run(
     chosen_language = language.value if language else _language_of(source)
     code = read_program(source, limit=settings.sandbox.max_code_bytes)
     files = files_from_paths(file or [])
-    result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language, files=files)
+    sandbox = DockerSandbox(settings.sandbox)
+    if as_json:
+        result = sandbox.run_sync(code, chosen_language, files=files)
+    else:
+        # The program's output is untrusted: on a terminal its control sequences are
+        # shown, not run.
+        writers = {"stdout": UntrustedWriter(sys.stdout), "stderr": UntrustedWriter(sys.stderr)}
+
+        def show(chunk: OutputChunk) -> None:
+            writers[chunk.stream].write(chunk.text)
+
+        result = sandbox.run_sync(code, chosen_language, files=files, on_output=show)
+        for writer in writers.values():
+            writer.end()
     if out is not None:
         result = save_artifacts(result, out)
     if as_json:
         _output.print_json(json_document(result))
     else:
-        _print_result(result)
+        _print_status(result)
     raise typer.Exit(exit_code_for(result))
 
 
@@ -153,11 +166,7 @@ def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
         raise UserError(f"cannot read {shown}: {error}") from None
 
 
-def _print_result(result: ExecutionResult) -> None:
-    # The program's output is untrusted: on a terminal its control sequences are shown, not run.
-    write_untrusted(sys.stdout, result.stdout)
-    if result.stderr:
-        write_untrusted(sys.stderr, result.stderr)
+def _print_status(result: ExecutionResult) -> None:
     reset_attributes(sys.stderr)
     status = Console(stderr=True, highlight=False)
     notes = []

@@ -15,7 +15,7 @@ from sandcrew.agents import Message
 from sandcrew.core import UserError
 from sandcrew.crew import CrewSettings, solve_task
 from sandcrew.mcp._tools import MIB, LanguagesResult, RunCodeResult, ServerLimits, SolveResult
-from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputChunk
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -126,7 +126,9 @@ class SandboxToolbox:
         memory = min(memory_bytes or limits.max_memory_bytes, limits.max_memory_bytes)
         sandbox = self._sandbox(memory, network and limits.allow_network)
         inputs = {name: _utf8(name, text) for name, text in (files or {}).items()}
-        run = asyncio.ensure_future(self._run_in_slot(sandbox, code, language, time_limit, inputs))
+        run = asyncio.ensure_future(
+            self._run_in_slot(sandbox, code, language, time_limit, inputs, _output_reporter())
+        )
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
         try:
@@ -146,9 +148,12 @@ class SandboxToolbox:
         language: str,
         timeout: float,  # noqa: ASYNC109
         files: dict[str, bytes],
+        on_output: Callable[[OutputChunk], Awaitable[None]] | None,
     ) -> ExecutionResult:
         async with self._slots:
-            return await sandbox.run(code, language, timeout=timeout, files=files or None)
+            return await sandbox.run(
+                code, language, timeout=timeout, files=files or None, on_output=on_output
+            )
 
     def list_languages(self) -> LanguagesResult:
         sandbox = self._sandbox(self._limits.max_memory_bytes, False)
@@ -180,6 +185,23 @@ class SandboxToolbox:
             rounds=result.rounds,
             runs=len(result.runs),
         )
+
+
+def _output_reporter() -> Callable[[OutputChunk], Awaitable[None]] | None:
+    """The program's output as progress messages (``stdout: ...``) of the current call.
+
+    The output is capped before it gets here, so a flood costs the client no more
+    than the result does.
+    """
+    scope = CURRENT_CALL.get()
+    report = None if scope is None else scope.report_progress
+    if report is None:
+        return None
+
+    async def report_output(chunk: OutputChunk) -> None:
+        await report(f"{chunk.stream}: {chunk.text}")
+
+    return report_output
 
 
 def _utf8(name: str, text: str) -> bytes:

@@ -24,6 +24,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "Artifact",
             "ExecutionResult",
             "ImageNotFoundError",
+            "OutputChunk",
             "Sandbox",
             "SandboxConfig",
             "SandboxError",
