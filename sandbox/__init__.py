@@ -21,12 +21,27 @@ if typing.TYPE_CHECKING:
     from ._files import Artifact, load_input_files
     from ._images import DEFAULT_IMAGES, BaseSource, ImageBuildError, build_images, list_images
     from ._languages import SUPPORTED_LANGUAGES, normalize_language
-    from ._live import OutputChunk
     from ._protocol import Sandbox
     from ._reaper import reap_orphans
     from ._result import ExecutionResult
     from ._sandbox import DockerSandbox
     from ._seccomp import describe as describe_seccomp_profile
+    from ._session import (
+        Session,
+        SessionClosedError,
+        SessionFileError,
+        SessionLimitError,
+        SyncSession,
+    )
+    from ._session_models import (
+        CellError,
+        CellResult,
+        DisplayOutput,
+        FileEntry,
+        OutputEvent,
+        SessionEvent,
+        SessionLimits,
+    )
     from ._signals import treat_sigterm_as_interrupt
 else:
     from ..core import lazy_exports as _lazy_exports
@@ -56,12 +71,23 @@ else:
             "list_images": "._images",
             "SUPPORTED_LANGUAGES": "._languages",
             "normalize_language": "._languages",
-            "OutputChunk": "._live",
             "Sandbox": "._protocol",
             "reap_orphans": "._reaper",
             "ExecutionResult": "._result",
             "DockerSandbox": "._sandbox",
             "describe_seccomp_profile": "._seccomp:describe",
+            "Session": "._session",
+            "SessionClosedError": "._session",
+            "SessionFileError": "._session",
+            "SessionLimitError": "._session",
+            "SyncSession": "._session",
+            "CellError": "._session_models",
+            "CellResult": "._session_models",
+            "DisplayOutput": "._session_models",
+            "FileEntry": "._session_models",
+            "OutputEvent": "._session_models",
+            "SessionEvent": "._session_models",
+            "SessionLimits": "._session_models",
             "treat_sigterm_as_interrupt": "._signals",
         },
     )
@@ -73,18 +99,29 @@ __all__ = [
     "BaseSource",
     "BatchContainerLost",
     "BatchSandbox",
+    "CellError",
+    "CellResult",
     "CodeBlock",
     "CodeTooLargeError",
+    "DisplayOutput",
     "DockerSandbox",
     "DockerUnavailableError",
     "EmptyCodeError",
     "ExecutionResult",
+    "FileEntry",
     "ImageBuildError",
     "ImageNotFoundError",
-    "OutputChunk",
+    "OutputEvent",
     "Sandbox",
     "SandboxConfig",
     "SandboxError",
+    "Session",
+    "SessionClosedError",
+    "SessionEvent",
+    "SessionFileError",
+    "SessionLimitError",
+    "SessionLimits",
+    "SyncSession",
     "UnsupportedLanguageError",
     "build_images",
     "connect_docker",

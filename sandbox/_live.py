@@ -17,26 +17,16 @@ import contextlib
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
+from ._session_models import OutputEvent
 from ._streams import StreamName
 
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
-class OutputChunk:
-    """A piece of a program's output, as it was written (not split into lines)."""
-
-    stream: StreamName
-    """``"stdout"`` or ``"stderr"``."""
-    text: str
-    """Decoded as UTF-8; invalid bytes become U+FFFD, as in the result."""
-
-
-OutputCallback = Callable[[OutputChunk], Awaitable[None] | None]
-"""Called with each :class:`OutputChunk`, in order, on the caller's event loop; may be async."""
+OutputCallback = Callable[[OutputEvent], Awaitable[None] | None]
+"""Called with each :class:`OutputEvent`, in order, on the caller's event loop; may be async."""
 
 
 class LiveOutput:
@@ -93,7 +83,7 @@ class LiveOutput:
     async def _tell(self, stream: StreamName, text: str) -> None:
         if not text:
             return
-        told = self._callback(OutputChunk(stream, text))
+        told = self._callback(OutputEvent(stream=stream, text=text))
         if inspect.isawaitable(told):
             await told
 

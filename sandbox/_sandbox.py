@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import docker
 
@@ -25,10 +25,15 @@ from ._files import load_input_files
 from ._images import image_packages
 from ._languages import OPTIONAL_LANGUAGES, SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import ContainerSupply
-from ._live import LiveOutput, OutputCallback, OutputChunk
+from ._live import LiveOutput, OutputCallback
 from ._result import ExecutionResult
+from ._session_models import OutputEvent
 from ._supervisor import program_delivery
 from ._threads import finish_in_thread
+
+if TYPE_CHECKING:
+    from ._session import Session, SyncSession
+    from ._session_models import SessionLimits
 
 # A pooled container that ended before it read its program is replaced by
 # another; after this many, the run launches a container of its own.
@@ -135,6 +140,34 @@ class DockerSandbox:
             if exc is None:
                 raise
 
+    def session(
+        self,
+        language: str = "python",
+        *,
+        image: str | None = None,
+        limits: SessionLimits | None = None,
+    ) -> Session:
+        """A live interpreter in a hardened container; ``async with`` starts and removes it.
+
+        ``image`` defaults to the language's image of the config (e.g.
+        ``sandcrew/python-data`` for pandas and matplotlib). See :class:`Session`.
+        """
+        from ._session import Session
+
+        return Session(self, language, image=image, limits=limits)
+
+    def session_sync(
+        self,
+        language: str = "python",
+        *,
+        image: str | None = None,
+        limits: SessionLimits | None = None,
+    ) -> SyncSession:
+        """The blocking twin of :meth:`session`: ``with sandbox.session_sync() as session:``."""
+        from ._session import Session, SyncSession
+
+        return SyncSession(Session(self, language, image=image, limits=limits))
+
     async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
         """The Python packages the language's image adds to the standard library.
 
@@ -171,7 +204,7 @@ class DockerSandbox:
         they are put into the work dir before the program starts, read-only to it.
         What the program leaves in ``out/`` of its work dir comes back as
         ``result.artifacts``. ``on_output`` (sync or async) is called with each
-        :class:`OutputChunk` as the program writes it, in order and before this
+        :class:`OutputEvent` as the program writes it, in order and before this
         returns; the chunks of a stream add up to the result's text (capped the
         same way). If it raises, the run is cancelled and its error raised.
 
@@ -192,12 +225,12 @@ class DockerSandbox:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit, enforced inside
         files: Mapping[str, bytes | Path] | None = None,
-    ) -> AsyncIterator[OutputChunk | ExecutionResult]:
-        """:meth:`run`, yielding each :class:`OutputChunk` as it comes and the result last.
+    ) -> AsyncIterator[OutputEvent | ExecutionResult]:
+        """:meth:`run`, yielding each :class:`OutputEvent` as it comes and the result last.
 
         Leaving the loop early (``break``, an error) cancels the run and removes its container.
         """
-        chunks: asyncio.Queue[OutputChunk | None] = asyncio.Queue()
+        chunks: asyncio.Queue[OutputEvent | None] = asyncio.Queue()
         running = asyncio.ensure_future(
             self.run(code, language, timeout=timeout, files=files, on_output=chunks.put_nowait)
         )

@@ -16,7 +16,7 @@ from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import files_from_paths, save_artifacts
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
 from sandcrew.errors import UserError
-from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult, OutputChunk
+from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult, OutputEvent
 
 _LANGUAGE_BY_SUFFIX = {
     ".py": "python",
@@ -95,7 +95,7 @@ def run(
         # shown, not run.
         writers = {"stdout": UntrustedWriter(sys.stdout), "stderr": UntrustedWriter(sys.stderr)}
 
-        def show(chunk: OutputChunk) -> None:
+        def show(chunk: OutputEvent) -> None:
             writers[chunk.stream].write(chunk.text)
 
         result = sandbox.run_sync(code, chosen_language, files=files, on_output=show)

@@ -142,7 +142,7 @@ def limits_of(
             f"the MCP server needs a memory limit of at least {MIN_MEMORY_MIB}m "
             f"(got {settings.sandbox.memory_bytes} bytes)"
         )
-    caps = {
+    caps: dict[str, Any] = {
         "max_sessions": max_sessions,
         "session_idle_timeout": session_idle_timeout,
         "session_lifetime": session_lifetime,

@@ -187,7 +187,7 @@ class ClientSessions:
         await entry.session.close()
         return Done()
 
-    def list(self, owner: object) -> SessionList:
+    def listing(self, owner: object) -> SessionList:
         return SessionList(
             sessions=[self._info(key, entry) for key, entry in self._of(owner).items()],
             max_sessions=self._limits.max_sessions,

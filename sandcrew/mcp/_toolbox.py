@@ -28,7 +28,7 @@ from sandcrew.mcp._tools import (
     SessionList,
     SolveResult,
 )
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputChunk
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent
 
 # The owner of sessions created by calls that came on no known connection (direct
 # callers of the toolbox): they are closed when the toolbox is.
@@ -172,7 +172,7 @@ class SandboxToolbox:
         language: str,
         timeout: float,  # noqa: ASYNC109
         files: dict[str, bytes],
-        on_output: Callable[[OutputChunk], Awaitable[None]] | None,
+        on_output: Callable[[OutputEvent], Awaitable[None]] | None,
     ) -> ExecutionResult:
         async with self._slots:
             return await sandbox.run(
@@ -257,7 +257,7 @@ class SandboxToolbox:
         return await self._sessions.close(_owner(), session_id)
 
     def session_list(self) -> SessionList:
-        return self._sessions.list(_owner())
+        return self._sessions.listing(_owner())
 
 
 def _owner() -> object:
@@ -266,7 +266,7 @@ def _owner() -> object:
     return _NO_CONNECTION if connection is None else connection
 
 
-def _output_reporter() -> Callable[[OutputChunk], Awaitable[None]] | None:
+def _output_reporter() -> Callable[[OutputEvent], Awaitable[None]] | None:
     """The program's output as progress messages (``stdout: ...``) of the current call.
 
     The output is capped before it gets here, so a flood costs the client no more
@@ -277,7 +277,7 @@ def _output_reporter() -> Callable[[OutputChunk], Awaitable[None]] | None:
     if report is None:
         return None
 
-    async def report_output(chunk: OutputChunk) -> None:
+    async def report_output(chunk: OutputEvent) -> None:
         await report(f"{chunk.stream}: {chunk.text}")
 
     return report_output

@@ -24,7 +24,6 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "Artifact",
             "ExecutionResult",
             "ImageNotFoundError",
-            "OutputChunk",
             "Sandbox",
             "SandboxConfig",
             "SandboxError",
@@ -36,6 +35,18 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "normalize_language",
             "reap_orphans",
             "treat_sigterm_as_interrupt",
+            "Session",
+            "SyncSession",
+            "SessionLimits",
+            "SessionEvent",
+            "CellResult",
+            "CellError",
+            "DisplayOutput",
+            "OutputEvent",
+            "FileEntry",
+            "SessionClosedError",
+            "SessionFileError",
+            "SessionLimitError",
         ]
     )
     for name in sandcrew.sandbox.__all__:
@@ -48,7 +59,14 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
     assert issubclass(sandcrew.sandbox.SandboxError, InfrastructureError)
     for infrastructure in ("DockerUnavailableError", "ImageNotFoundError"):
         assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
-    for misuse in ("UnsupportedLanguageError", "CodeTooLargeError", "EmptyCodeError"):
+    for infrastructure in ("SessionClosedError", "SessionFileError"):
+        assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
+    for misuse in (
+        "UnsupportedLanguageError",
+        "CodeTooLargeError",
+        "EmptyCodeError",
+        "SessionLimitError",
+    ):
         assert issubclass(getattr(sandcrew.sandbox, misuse), UserError)
 
 

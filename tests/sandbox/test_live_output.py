@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import docker
 import pytest
 
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputChunk, SandboxConfig
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent, SandboxConfig
 from sandcrew.sandbox._live import LiveOutput
 from sandcrew.sandbox._streams import CappedBuffer, TrailedStream
 from tests.sandbox.helpers import WAITS_FOR_RELEASE, our_containers, release_program
@@ -25,9 +25,9 @@ WAIT_LIMIT = 60.0
 """The released program's run limit: reached only when output is not live."""
 
 
-def joined(events: Sequence[OutputChunk | ExecutionResult], stream: str) -> str:
+def joined(events: Sequence[OutputEvent | ExecutionResult], stream: str) -> str:
     return "".join(
-        event.text for event in events if isinstance(event, OutputChunk) and event.stream == stream
+        event.text for event in events if isinstance(event, OutputEvent) and event.stream == stream
     )
 
 
@@ -59,7 +59,7 @@ def test_output_past_the_cap_is_not_passed_on() -> None:
 
 
 async def test_a_character_split_between_reads_arrives_whole() -> None:
-    chunks: list[OutputChunk] = []
+    chunks: list[OutputEvent] = []
     live = LiveOutput(chunks.append, asyncio.get_running_loop())
     euro = "€".encode()
 
@@ -78,7 +78,7 @@ async def test_a_character_split_between_reads_arrives_whole() -> None:
 async def test_a_failing_callback_cancels_the_work_and_raises() -> None:
     stopped = threading.Event()
 
-    def fail(chunk: OutputChunk) -> None:
+    def fail(chunk: OutputEvent) -> None:
         raise RuntimeError(f"cannot show {chunk.text!r}")
 
     live = LiveOutput(fail, asyncio.get_running_loop())
@@ -99,18 +99,18 @@ async def test_a_failing_callback_cancels_the_work_and_raises() -> None:
 async def test_the_first_line_arrives_while_the_program_still_runs(
     docker_client: docker.DockerClient,
 ) -> None:
-    events: list[OutputChunk | ExecutionResult] = []
+    events: list[OutputEvent | ExecutionResult] = []
     async with DockerSandbox(docker_client=docker_client) as sandbox:
         async for event in sandbox.stream(WAITS_FOR_RELEASE, timeout=WAIT_LIMIT):
             events.append(event)
-            if joined(events, "stdout") == "waiting\n" and isinstance(event, OutputChunk):
+            if joined(events, "stdout") == "waiting\n" and isinstance(event, OutputEvent):
                 await asyncio.to_thread(release_program, docker_client)
 
     result = events[-1]
     assert isinstance(result, ExecutionResult)
     assert not result.timed_out
     assert result.exit_code == 0
-    chunks = [event for event in events if isinstance(event, OutputChunk)]
+    chunks = [event for event in events if isinstance(event, OutputEvent)]
     assert len(chunks) == len(events) - 1  # the result comes last, once
     assert joined(chunks, "stdout") == result.stdout == "waiting\nreleased\n"
 
@@ -119,10 +119,10 @@ async def test_the_first_line_arrives_while_the_program_still_runs(
 def test_run_sync_calls_back_on_its_own_thread_while_the_program_runs(
     docker_client: docker.DockerClient,
 ) -> None:
-    chunks: list[OutputChunk] = []
+    chunks: list[OutputEvent] = []
     threads: set[int] = set()
 
-    def on_output(chunk: OutputChunk) -> None:
+    def on_output(chunk: OutputEvent) -> None:
         threads.add(threading.get_ident())
         chunks.append(chunk)
         if chunk.text.endswith("\n") and joined(chunks, "stdout") == "waiting\n":
@@ -156,7 +156,7 @@ sys.exit(3)
 async def test_forged_trailers_and_escape_codes_are_output_like_any_other(
     docker_client: docker.DockerClient,
 ) -> None:
-    chunks: list[OutputChunk] = []
+    chunks: list[OutputEvent] = []
     async with DockerSandbox(docker_client=docker_client) as sandbox:
         result = await sandbox.run(HOSTILE, on_output=chunks.append)
 
@@ -183,7 +183,7 @@ async def test_a_flood_is_passed_on_only_up_to_the_output_cap(
     docker_client: docker.DockerClient,
 ) -> None:
     config = SandboxConfig(max_output_bytes=100_000)
-    chunks: list[OutputChunk] = []
+    chunks: list[OutputEvent] = []
     async with DockerSandbox(config, docker_client=docker_client) as sandbox:
         result = await sandbox.run(FLOOD, on_output=chunks.append)
 
@@ -198,7 +198,7 @@ async def test_a_flood_is_passed_on_only_up_to_the_output_cap(
 async def test_leaving_the_stream_early_removes_the_container(
     docker_client: docker.DockerClient,
 ) -> None:
-    seen: list[OutputChunk | ExecutionResult] = []
+    seen: list[OutputEvent | ExecutionResult] = []
     async with DockerSandbox(docker_client=docker_client) as sandbox:
         async with contextlib.aclosing(
             sandbox.stream(WAITS_FOR_RELEASE, timeout=WAIT_LIMIT)
@@ -208,12 +208,12 @@ async def test_leaving_the_stream_early_removes_the_container(
                 break  # the program never ends on its own
         # Gone before the sandbox closes, not only by its closing.
         assert our_containers(docker_client) == []
-    assert isinstance(seen[0], OutputChunk)
+    assert isinstance(seen[0], OutputEvent)
 
 
 @pytest.mark.docker
 async def test_a_failing_callback_ends_the_run(docker_client: docker.DockerClient) -> None:
-    def refuse(chunk: OutputChunk) -> None:
+    def refuse(chunk: OutputEvent) -> None:
         raise BrokenPipeError("the reader went away")
 
     async with DockerSandbox(docker_client=docker_client) as sandbox:

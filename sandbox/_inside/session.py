@@ -1,0 +1,734 @@
+"""The session supervisor: one live interpreter in a hardened container, and the truth about it.
+
+The container's command (``inside_command("session", SETTINGS, *DRIVER)``) runs
+this module as root with only SETUID, SETGID, SETPCAP and KILL, not dumpable. It
+forks the interpreter's driver (``DRIVER``, e.g. ``python3 -c <bootstrap of
+session_python>``), which drops to the session's uid with an empty capability
+set, with its stdout and stderr on pipes and the cell channel of
+:mod:`.session_channel` on descriptors 3 and 4. The driver never holds the
+container's stdout: only this supervisor writes there, so nothing the code in
+the interpreter prints can pass for one of its frames. Each frame also starts
+with the session's nonce, which arrives as the first line on stdin and lives
+only in this process's memory::
+
+    "\\x1e" NONCE " " KIND " " SIZE "\\n" PAYLOAD
+
+Kinds: ``ready`` (the interpreter takes cells), ``out`` / ``err`` (what it
+printed, as it comes), ``display`` (a display output of the running cell),
+``end`` (a cell is over: the supervisor's verdict with the driver's count and
+error), ``lost`` (the interpreter died between cells; a fresh one starts),
+``file`` (the answer to a file request), ``expired`` (idle or lifetime limit:
+the container ends), ``failed`` (the interpreter could not start).
+
+Requests arrive on stdin as ``KIND ID A B\\n`` and a payload: ``run SEQ
+LIMIT_MS SIZE`` + code, ``interrupt``, ``restart``, ``put ID NAME_SIZE
+DATA_SIZE`` + name + data, ``get ID NAME_SIZE MAX_BYTES`` + name, ``list ID
+NAME_SIZE 0`` + name. The end of stdin (the host closed the session or died)
+ends everything.
+
+What the supervisor decides on its own: a cell's time limit (SIGINT first, and
+every other process the cell started is ended; if the interpreter has not
+reported within the grace period, every process is killed and a fresh
+interpreter started: ``state_lost``), the interpreter's death (out of memory
+or otherwise: ``state_lost``), a broken channel (the same), the idle timeout
+and the lifetime. Output relayed per cell is capped (the rest is read and
+dropped), so the host's memory is bounded whatever the code prints. Files are
+read and written by a helper process that drops to the session's uid and never
+follows a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import selectors
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import session_channel as channel
+from .privileges import drop_to, make_undumpable
+from .session_files import file_request
+
+FRAME_START = b"\x1e"
+_REQUEST_HEADER_LIMIT = 256
+_CHUNK = 64 * 1024
+_MAX_FD = 65536
+_LISTING_LIMIT = 10_000
+_NAME_LIMIT = 4096
+_OOM_EVENTS = "/sys/fs/cgroup/memory.events"
+
+
+@dataclass
+class Settings:
+    workdir: str
+    uid: int
+    gid: int
+    language: str
+    idle_seconds: float
+    lifetime_seconds: float
+    grace_seconds: float
+    start_seconds: float
+    output_bytes: int
+    display_bytes: int
+    file_bytes: int
+    environment: dict[str, str]
+
+
+@dataclass
+class Interpreter:
+    pid: int
+    out: int
+    err: int
+    commands: int
+    messages: int
+    reader: channel.MessageReader
+    started: float
+    oom_kills: int
+    ready: bool = False
+    outgoing: bytearray = field(default_factory=bytearray)
+
+
+@dataclass
+class Cell:
+    seq: int
+    limit: float
+    code: str
+    dispatched: bool = False
+    deadline: float | None = None
+    grace_deadline: float | None = None
+    timed_out: bool = False
+
+
+@dataclass
+class Helper:
+    ident: str
+    fd: int
+    limit: int
+    data: bytearray = field(default_factory=bytearray)
+    too_large: bool = False
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, driver: list[str]) -> None:
+        self.settings = settings
+        self.driver = driver
+        self.nonce: bytes | None = None
+        self.held: list[bytes] = []
+        self.selector = selectors.DefaultSelector()
+        self.started = time.monotonic()
+        self.last_activity = self.started
+        self.interpreter: Interpreter | None = None
+        self.cell: Cell | None = None
+        self.lost_reason: str | None = None
+        self.helpers: dict[int, Helper] = {}
+        self.requests = bytearray()
+        self.relayed = {"out": 0, "err": 0, "display": 0}
+        self.truncated = {"out": False, "err": False, "display": False}
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_read, False)
+        os.set_blocking(wake_write, False)
+        self.wake = wake_read
+        signal.set_wakeup_fd(wake_write)
+        signal.signal(signal.SIGCHLD, lambda number, frame: None)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        self.selector.register(wake_read, selectors.EVENT_READ, "wake")
+        self.selector.register(0, selectors.EVENT_READ, "requests")
+
+    # -- frames to the host ------------------------------------------------------------
+
+    def emit(self, kind: str, payload: bytes) -> None:
+        head = b" " + kind.encode() + b" " + str(len(payload)).encode() + b"\n"
+        if self.nonce is None:
+            self.held.append(head + payload)
+            return
+        channel.write_all(1, FRAME_START + self.nonce + head + payload)
+
+    def emit_json(self, kind: str, payload: dict[str, Any]) -> None:
+        self.emit(kind, json.dumps(payload).encode())
+
+    def relay(self, stream: str, data: bytes) -> None:
+        """Pass on output within the cap of the current cell; read and drop the rest."""
+        limit = self.settings.display_bytes if stream == "display" else self.settings.output_bytes
+        room = limit - self.relayed[stream]
+        if len(data) > room:
+            self.truncated[stream] = True
+            if stream == "display":
+                return  # a display output is whole or not at all
+            data = data[: max(room, 0)]
+        if data:
+            self.relayed[stream] += len(data)
+            self.emit(stream, data)
+
+    # -- the interpreter -------------------------------------------------------------
+
+    def spawn(self) -> None:
+        settings = self.settings
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        commands_read, commands_write = os.pipe()
+        messages_read, messages_write = os.pipe()
+        oom_kills = _oom_kills()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._become_interpreter(
+                    {
+                        1: out_write,
+                        2: err_write,
+                        channel.COMMANDS_FD: commands_read,
+                        channel.MESSAGES_FD: messages_write,
+                    }
+                )
+            except BaseException as error:
+                message = f"sandcrew: cannot start the interpreter: {error}\n".encode()
+                with contextlib.suppress(OSError):
+                    channel.write_all(err_write, message)
+            os._exit(126)
+        for descriptor in (out_write, err_write, commands_read, messages_write):
+            os.close(descriptor)
+        for descriptor in (out_read, err_read, commands_write, messages_read):
+            os.set_blocking(descriptor, False)
+        self.interpreter = Interpreter(
+            pid=pid,
+            out=out_read,
+            err=err_read,
+            commands=commands_write,
+            messages=messages_read,
+            reader=channel.MessageReader(settings.display_bytes + _CHUNK),
+            started=time.monotonic(),
+            oom_kills=oom_kills,
+        )
+        self.selector.register(out_read, selectors.EVENT_READ, "out")
+        self.selector.register(err_read, selectors.EVENT_READ, "err")
+        self.selector.register(messages_read, selectors.EVENT_READ, "messages")
+
+    def _become_interpreter(self, targets: dict[int, int]) -> None:
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGINT, signal.SIGXFSZ):
+            signal.signal(number, signal.SIG_DFL)
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")  # the OOM killer takes the interpreter, never the supervisor
+        null = os.open("/dev/null", os.O_RDWR)
+        targets = {0: null, **targets}
+        moved = {
+            target: fcntl.fcntl(source, fcntl.F_DUPFD, 10) for target, source in targets.items()
+        }
+        for target, source in moved.items():
+            os.dup2(source, target)
+        os.closerange(5, _MAX_FD)  # the moved copies too
+        drop_to(self.settings.uid, self.settings.gid)
+        os.chdir(self.settings.workdir)
+        os.umask(0o022)
+        os.execvpe(self.driver[0], self.driver, self.settings.environment)
+
+    def close_interpreter(self) -> None:
+        interpreter = self.interpreter
+        if interpreter is None:
+            return
+        self.interpreter = None
+        for descriptor in (
+            interpreter.out,
+            interpreter.err,
+            interpreter.commands,
+            interpreter.messages,
+        ):
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(descriptor)
+            os.close(descriptor)
+
+    def drain(self) -> None:
+        """Relay what the interpreter's pipes hold right now (its output before its report)."""
+        interpreter = self.interpreter
+        if interpreter is None:
+            return
+        for stream, descriptor in (("out", interpreter.out), ("err", interpreter.err)):
+            for _ in range(64):
+                try:
+                    data = os.read(descriptor, _CHUNK)
+                except (BlockingIOError, OSError):
+                    break
+                if not data:
+                    break
+                self.relay(stream, data)
+
+    def kill_everything(self) -> None:
+        """SIGKILL every process but the init and this one, until none is left."""
+        give_up = time.monotonic() + 5.0
+        while time.monotonic() < give_up:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            self.reap_quietly()
+            time.sleep(0.002)
+        self.reap_quietly()
+        for pid in list(self.helpers):
+            self.finish_helper(pid, {"error": "the session's interpreter was restarted"})
+
+    def reap_quietly(self) -> None:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+
+    def kill_cell_processes(self) -> None:
+        """End every process but the interpreter (and the file helpers): what a cell started."""
+        keep = {1, os.getpid(), *self.helpers}
+        if self.interpreter is not None:
+            keep.add(self.interpreter.pid)
+        give_up = time.monotonic() + 1.0
+        while time.monotonic() < give_up:
+            found = False
+            for name in os.listdir("/proc"):
+                if name.isdigit() and int(name) not in keep:
+                    found = True
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(name), signal.SIGKILL)
+            if not found:
+                return
+            time.sleep(0.002)
+
+    def restart(self, reason: str) -> None:
+        """Kill every process, start a fresh interpreter; a running cell loses its state."""
+        self.drain()
+        self.close_interpreter()
+        self.kill_everything()
+        if self.cell is not None:
+            self.end_cell(
+                count=None,
+                error={"name": "InterpreterLost", "value": reason, "traceback": ""},
+                state_lost=True,
+                reason=reason,
+            )
+        self.spawn()
+
+    def interpreter_died(self, status: int) -> None:
+        interpreter = self.interpreter
+        assert interpreter is not None
+        self.drain()
+        reason = _death_reason(status, _oom_kills() > interpreter.oom_kills)
+        if not interpreter.ready:
+            self.emit_json("failed", {"reason": reason})
+            raise SystemExit(1)
+        if self.cell is None:
+            self.lost_reason = reason
+            self.emit_json("lost", {"reason": reason})
+        self.restart(reason)
+
+    # -- cells ------------------------------------------------------------------------
+
+    def begin_cell(self, seq: int, limit: float, code: str) -> None:
+        self.relayed = dict.fromkeys(self.relayed, 0)
+        self.truncated = dict.fromkeys(self.truncated, False)
+        if self.cell is not None:
+            self.emit_json(
+                "end",
+                {
+                    "seq": seq,
+                    "refused": "another cell is running",
+                    "timed_out": False,
+                    "state_lost": False,
+                },
+            )
+            return
+        self.cell = Cell(seq=seq, limit=limit, code=code)
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        cell, interpreter = self.cell, self.interpreter
+        if cell is None or cell.dispatched or interpreter is None or not interpreter.ready:
+            return
+        cell.dispatched = True
+        cell.deadline = time.monotonic() + cell.limit
+        interpreter.outgoing += channel.encode_command({"seq": cell.seq, "code": cell.code})
+        cell.code = ""
+        self.selector.register(interpreter.commands, selectors.EVENT_WRITE, "commands")
+
+    def end_cell(
+        self,
+        *,
+        count: Any,
+        error: Any,
+        state_lost: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        cell = self.cell
+        assert cell is not None
+        self.drain()
+        if self.lost_reason is not None:  # died since the last cell: this one starts afresh
+            state_lost = True
+            reason = reason or self.lost_reason
+            self.lost_reason = None
+        self.cell = None
+        self.last_activity = time.monotonic()
+        self.emit_json(
+            "end",
+            {
+                "seq": cell.seq,
+                "count": count,
+                "error": error,
+                "timed_out": cell.timed_out,
+                "state_lost": state_lost,
+                "reason": reason,
+                "stdout_truncated": self.truncated["out"],
+                "stderr_truncated": self.truncated["err"],
+                "outputs_truncated": self.truncated["display"],
+            },
+        )
+
+    def on_message(self, kind: bytes, payload: dict[str, Any]) -> None:
+        interpreter = self.interpreter
+        assert interpreter is not None
+        if kind == channel.READY and not interpreter.ready:
+            interpreter.ready = True
+            self.emit_json("ready", {"count": payload.get("count")})
+            self.dispatch()
+        elif kind == channel.DISPLAY:
+            self.relay("display", json.dumps(payload).encode())
+        elif kind == channel.RESULT:
+            cell = self.cell
+            if cell is not None and cell.dispatched and payload.get("seq") == cell.seq:
+                self.end_cell(count=payload.get("count"), error=payload.get("error"))
+
+    def check_cell_clock(self, now: float) -> None:
+        cell = self.cell
+        if cell is None:
+            interpreter = self.interpreter
+            if (
+                interpreter is not None
+                and not interpreter.ready
+                and now - interpreter.started > self.settings.start_seconds
+            ):
+                self.emit_json("failed", {"reason": "the interpreter did not start in time"})
+                raise SystemExit(1)
+            return
+        if not cell.dispatched:
+            interpreter = self.interpreter
+            if interpreter is not None and now - interpreter.started > self.settings.start_seconds:
+                self.restart("the interpreter did not start in time")
+            return
+        if cell.grace_deadline is not None and now >= cell.grace_deadline:
+            grace = self.settings.grace_seconds
+            self.restart(
+                f"the cell did not stop within {grace:g} s of its interrupt: "
+                "the interpreter was killed and a fresh one started"
+            )
+        elif cell.deadline is not None and cell.grace_deadline is None and now >= cell.deadline:
+            cell.timed_out = True
+            cell.grace_deadline = now + self.settings.grace_seconds
+            if self.interpreter is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.interpreter.pid, signal.SIGINT)
+            self.kill_cell_processes()
+
+    # -- requests from the host ---------------------------------------------------------
+
+    def on_requests(self) -> None:
+        try:
+            data = os.read(0, _CHUNK)
+        except OSError:
+            data = b""
+        if not data:
+            self.finish(None)
+        self.requests += data
+        if self.nonce is None:
+            newline = self.requests.find(b"\n")
+            if newline < 0:
+                if len(self.requests) > _REQUEST_HEADER_LIMIT:
+                    raise SystemExit(2)
+                return
+            self.nonce = bytes(self.requests[:newline])
+            del self.requests[: newline + 1]
+            for frame in self.held:
+                channel.write_all(1, FRAME_START + self.nonce + frame)
+            self.held = []
+        while self.take_request():
+            pass
+
+    def take_request(self) -> bool:
+        newline = self.requests.find(b"\n")
+        if newline < 0:
+            if len(self.requests) > _REQUEST_HEADER_LIMIT:
+                raise SystemExit(2)
+            return False
+        kind, ident, first, second = bytes(self.requests[:newline]).decode().split(" ")
+        a, b = int(first), int(second)
+        size = {"run": b, "put": a + b, "get": a, "list": a}.get(kind, 0)
+        if len(self.requests) < newline + 1 + size:
+            return False
+        payload = bytes(self.requests[newline + 1 : newline + 1 + size])
+        del self.requests[: newline + 1 + size]
+        self.last_activity = time.monotonic()
+        if kind == "run":
+            self.begin_cell(int(ident), a / 1000, payload.decode())
+        elif kind == "interrupt":
+            if self.cell is not None and self.interpreter is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.interpreter.pid, signal.SIGINT)
+        elif kind == "restart":
+            self.lost_reason = None
+            self.restart("the session was restarted")
+        elif kind in ("put", "get", "list"):
+            name = payload[:a].decode("utf-8", "surrogateescape")
+            self.start_helper(ident, kind, name, payload[a:], b)
+        return True
+
+    # -- files ------------------------------------------------------------------------
+
+    def start_helper(self, ident: str, kind: str, name: str, data: bytes, limit: int) -> None:
+        read_end, write_end = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as error:
+            os.close(read_end)
+            os.close(write_end)
+            self.emit_file(ident, {"error": f"cannot start the file helper: {error.strerror}"}, b"")
+            return
+        if pid == 0:
+            answer = b""
+            try:
+                signal.set_wakeup_fd(-1)
+                null = os.open("/dev/null", os.O_RDWR)
+                for target in (0, 1, 2):
+                    os.dup2(null, target)
+                for descriptor in range(3, _MAX_FD):
+                    if descriptor != write_end:
+                        with contextlib.suppress(OSError):
+                            os.close(descriptor)
+                drop_to(self.settings.uid, self.settings.gid)
+                make_undumpable()
+                answer = file_request(self.settings.workdir, kind, name, data, limit)
+            except BaseException as error:
+                answer = json.dumps({"error": str(error)}).encode() + b"\n"
+            with contextlib.suppress(OSError):
+                channel.write_all(write_end, answer)
+            os._exit(0)
+        os.close(write_end)
+        os.set_blocking(read_end, False)
+        self.helpers[pid] = Helper(ident=ident, fd=read_end, limit=max(limit, 0) + _CHUNK * 16)
+        self.selector.register(read_end, selectors.EVENT_READ, ("helper", pid))
+
+    def on_helper(self, pid: int) -> None:
+        helper = self.helpers.get(pid)
+        if helper is None:
+            return
+        try:
+            data = os.read(helper.fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            if len(helper.data) + len(data) > helper.limit:
+                helper.too_large = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                self.finish_helper(pid, {"error": "the answer is larger than allowed"})
+            else:
+                helper.data += data
+            return
+        head, _, body = bytes(helper.data).partition(b"\n")
+        try:
+            answer = json.loads(head)
+        except ValueError:
+            answer = {"error": "the file helper ended without an answer"}
+        self.finish_helper(pid, answer, body)
+
+    def finish_helper(self, pid: int, answer: dict[str, Any], body: bytes = b"") -> None:
+        helper = self.helpers.pop(pid, None)
+        if helper is None:
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(helper.fd)
+        os.close(helper.fd)
+        self.emit_file(helper.ident, answer, body)
+
+    def emit_file(self, ident: str, answer: dict[str, Any], body: bytes) -> None:
+        self.emit("file", ident.encode() + b"\n" + json.dumps(answer).encode() + b"\n" + body)
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def finish(self, reason: str | None) -> None:
+        """End every process and the container; tell the host why, if it is still there."""
+        if reason is not None:
+            self.emit_json("expired", {"reason": reason})
+        self.close_interpreter()
+        self.kill_everything()
+        raise SystemExit(0)
+
+    def timeout(self, now: float) -> float:
+        moments = [
+            self.started + self.settings.lifetime_seconds,
+            now + 0.5,  # the start-up check
+        ]
+        if self.cell is None:
+            moments.append(self.last_activity + self.settings.idle_seconds)
+        else:
+            for moment in (self.cell.deadline, self.cell.grace_deadline):
+                if moment is not None:
+                    moments.append(moment)
+        return max(0.0, min(moments) - now)
+
+    def serve(self) -> None:
+        self.spawn()
+        while True:
+            now = time.monotonic()
+            for key, _ in self.selector.select(self.timeout(now)):
+                self.on_ready(key.data, key.fd)
+            self.reap()
+            now = time.monotonic()
+            if now - self.started >= self.settings.lifetime_seconds:
+                self.finish("the session reached its maximum lifetime")
+            if (
+                self.cell is None
+                and now - self.last_activity >= self.settings.idle_seconds
+                and not self.helpers
+            ):
+                self.finish("the session was idle for too long")
+            self.check_cell_clock(now)
+
+    def on_ready(self, what: Any, descriptor: int) -> None:
+        interpreter = self.interpreter
+        if what == "wake":
+            try:
+                while os.read(self.wake, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        elif what == "requests":
+            self.on_requests()
+        elif isinstance(what, tuple):
+            self.on_helper(what[1])
+        elif interpreter is None:
+            return
+        elif what in ("out", "err"):
+            try:
+                data = os.read(descriptor, _CHUNK)
+            except BlockingIOError:
+                return
+            if data:
+                self.relay(what, data)
+            else:
+                self.selector.unregister(descriptor)
+        elif what == "messages":
+            self.on_messages(interpreter)
+        elif what == "commands":
+            self.on_commands(interpreter)
+
+    def on_messages(self, interpreter: Interpreter) -> None:
+        try:
+            data = os.read(interpreter.messages, _CHUNK)
+        except BlockingIOError:
+            return
+        if not data:
+            status = _wait_briefly(interpreter.pid)
+            if status is not None:
+                self.interpreter_died(status)
+            else:
+                self.restart("the interpreter closed its channel to the supervisor")
+            return
+        try:
+            messages = interpreter.reader.feed(data)
+        except channel.ChannelError as error:
+            self.restart(f"the interpreter broke its channel to the supervisor ({error})")
+            return
+        for kind, payload in messages:
+            if self.interpreter is not interpreter:
+                return
+            self.on_message(kind, payload)
+
+    def on_commands(self, interpreter: Interpreter) -> None:
+        try:
+            written = os.write(interpreter.commands, interpreter.outgoing)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.selector.unregister(interpreter.commands)
+            self.restart("the interpreter closed its channel to the supervisor")
+            return
+        del interpreter.outgoing[:written]
+        if not interpreter.outgoing:
+            self.selector.unregister(interpreter.commands)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if self.interpreter is not None and pid == self.interpreter.pid:
+                self.interpreter_died(status)
+            elif pid in self.helpers:
+                helper = self.helpers[pid]
+                self.on_helper_exit(pid, helper)
+
+    def on_helper_exit(self, pid: int, helper: Helper) -> None:
+        # Read what is left; the pipe's end comes through the selector otherwise.
+        while pid in self.helpers:
+            before = len(helper.data)
+            self.on_helper(pid)
+            if pid in self.helpers and len(helper.data) == before:
+                return
+
+
+def _wait_briefly(pid: int) -> int | None:
+    """The status of ``pid`` if it ends within a moment (its channel closed as it died)."""
+    for _ in range(50):
+        try:
+            ended, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if ended == pid:
+            return status
+        time.sleep(0.004)
+    return None
+
+
+def _oom_kills() -> int:
+    try:
+        with open(_OOM_EVENTS, encoding="ascii") as handle:
+            for line in handle:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _death_reason(status: int, out_of_memory: bool) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if out_of_memory and number == signal.SIGKILL:
+            return "the interpreter ran out of memory and was killed; a fresh one started"
+        name = signal.Signals(number).name if number in signal.Signals.__members__.values() else ""
+        return f"the interpreter was killed by signal {number} {name}".rstrip() + (
+            "; a fresh one started"
+        )
+    return f"the interpreter exited with status {os.WEXITSTATUS(status)}; a fresh one started"
+
+
+def main(arguments: list[str]) -> None:
+    make_undumpable()
+    raw = json.loads(arguments[0])
+    settings = Settings(**raw)
+    supervisor = Supervisor(settings, arguments[1:])
+    try:
+        supervisor.serve()
+    except SystemExit:
+        raise
+    except BaseException as error:
+        try:
+            supervisor.emit_json("failed", {"reason": f"the session supervisor failed: {error!r}"})
+        finally:
+            supervisor.close_interpreter()
+            supervisor.kill_everything()
+        sys.exit(3)

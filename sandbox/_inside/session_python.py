@@ -1,0 +1,171 @@
+"""The Python session's driver: IPython's ``InteractiveShell`` on the cell channel.
+
+Runs as the session's uid (not as root, and with the image's site-packages, so
+IPython is imported here and nowhere else in this package). IPython gives the
+semantics people expect of a notebook: the last expression of a cell is
+displayed, ``display()`` and rich reprs (``_repr_html_``, ``_repr_png_``,
+pandas) produce MIME bundles, magics work, and with matplotlib installed its
+figures are shown as PNG at the end of a cell or on ``plt.show()`` (the inline
+backend of ``matplotlib-inline``, which IPython depends on). ipykernel and
+jupyter_client would give the same shell behind ZMQ sockets, which the host
+cannot reach in a container without a network; this driver speaks the
+supervisor's pipe channel instead (:mod:`.session_channel`).
+
+SIGINT raises ``KeyboardInterrupt`` only while a cell runs; one that comes
+between cells (a late interrupt) is ignored, so it never breaks the channel.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import os
+import signal
+import sys
+from typing import Any
+
+from . import session_channel as channel
+
+_BINARY_PREFIXES = ("image/", "application/pdf", "audio/", "video/")
+_state = {"in_cell": False}
+
+
+def _on_interrupt(number: int, frame: Any) -> None:
+    if _state["in_cell"]:
+        raise KeyboardInterrupt
+
+
+def _bundle(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A display output as the channel carries it: text as is, binary data base64-encoded."""
+    shown: dict[str, str] = {}
+    binary: list[str] = []
+    for mime, value in data.items():
+        if isinstance(value, (bytes, bytearray)):
+            shown[mime] = base64.b64encode(bytes(value)).decode("ascii")
+            binary.append(mime)
+        elif isinstance(value, str):
+            shown[mime] = value
+            if mime.startswith(_BINARY_PREFIXES) and not mime.startswith("image/svg"):
+                binary.append(mime)  # IPython's convention: binary reprs given as base64 text
+        else:
+            import json
+
+            try:
+                shown[mime] = json.dumps(value)
+            except (TypeError, ValueError):
+                shown[mime] = str(value)
+    return {"kind": kind, "data": shown, "binary": binary}
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _send_display(kind: str, data: dict[str, Any]) -> None:
+    _flush()  # what the cell printed before the display comes first
+    channel.send_message(channel.DISPLAY, _bundle(kind, data))
+
+
+def _make_shell() -> Any:
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    class ChannelDisplayPublisher(DisplayPublisher):  # type: ignore[misc]
+        def publish(  # type: ignore[no-untyped-def]
+            self, data, metadata=None, source=None, *, transient=None, update=False, **kwargs
+        ) -> None:
+            _send_display("display", data)
+
+        def clear_output(self, wait: bool = False) -> None:
+            pass
+
+    class ChannelDisplayHook(DisplayHook):  # type: ignore[misc]
+        def write_output_prompt(self) -> None:
+            pass
+
+        def write_format_data(self, format_dict: Any, md_dict: Any = None) -> None:
+            _send_display("result", format_dict)
+
+        def finish_displayhook(self) -> None:
+            pass
+
+    class SessionShell(InteractiveShell):  # type: ignore[misc]
+        last_error: dict[str, str] | None = None
+
+        def _showtraceback(self, etype: Any, evalue: Any, stb: Any) -> None:
+            text = stb if isinstance(stb, str) else "\n".join(stb)
+            self.last_error = {
+                "name": getattr(etype, "__name__", str(etype)),
+                "value": str(evalue),
+                "traceback": text,
+            }
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.InteractiveShell.colors = "NoColor"
+    return SessionShell.instance(
+        config=config,
+        display_pub_class=ChannelDisplayPublisher,
+        displayhook_class=ChannelDisplayHook,
+    )
+
+
+def _standard_streams() -> None:
+    # Written through at once: the host shows output as the cell prints it.
+    for number, name in ((1, "stdout"), (2, "stderr")):
+        stream = io.TextIOWrapper(
+            io.FileIO(number, "w", closefd=False),
+            encoding="utf-8",
+            errors="backslashreplace",
+            write_through=True,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _restore_streams(saved: dict[int, int]) -> None:
+    """Put the pipes back on 1 and 2 if the last cell closed or replaced them."""
+    for number, copy in saved.items():
+        try:
+            same = os.path.sameopenfile(number, copy)
+        except OSError:
+            same = False
+        if not same:
+            try:
+                os.dup2(copy, number)
+                os.set_blocking(number, True)
+            except OSError:
+                pass
+
+
+def main(arguments: list[str]) -> None:
+    sys.dont_write_bytecode = True
+    sys.argv = [""]
+    _standard_streams()
+    saved = {number: os.dup(number) for number in (1, 2)}
+    signal.signal(signal.SIGINT, _on_interrupt)
+    shell = _make_shell()
+    channel.send_message(channel.READY, {"count": shell.execution_count})
+    while True:
+        command = channel.receive_command()
+        if command is None:
+            return
+        _restore_streams(saved)
+        shell.last_error = None
+        count = shell.execution_count
+        _state["in_cell"] = True
+        try:
+            shell.run_cell(str(command.get("code", "")), store_history=True)
+            _state["in_cell"] = False
+        except KeyboardInterrupt:  # an interrupt just as the cell ended
+            _state["in_cell"] = False
+        _flush()
+        channel.send_message(
+            channel.RESULT,
+            {"seq": command.get("seq"), "count": count, "error": shell.last_error},
+        )
