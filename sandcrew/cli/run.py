@@ -69,7 +69,7 @@ def run(
         typer.Option(help="Save the files the program writes into out/ to this folder."),
     ] = None,
 ) -> None:
-    """Run FILE (or stdin) in a new hardened container and print what it prints, as it prints it.
+    """Run FILE (or stdin) in a new hardened container, showing its output as it comes.
 
     Exit codes (as docker run): the program's own; 124 timed out; 137 killed for using too
     much memory; 125 sandcrew itself failed (bad option, Docker, image).
