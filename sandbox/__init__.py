@@ -25,6 +25,7 @@ if typing.TYPE_CHECKING:
     from ._reaper import reap_orphans
     from ._result import ExecutionResult
     from ._sandbox import DockerSandbox
+    from ._saving import save_artifacts
     from ._seccomp import describe as describe_seccomp_profile
     from ._session import (
         Session,
@@ -74,6 +75,7 @@ else:
             "Sandbox": "._protocol",
             "reap_orphans": "._reaper",
             "ExecutionResult": "._result",
+            "save_artifacts": "._saving",
             "DockerSandbox": "._sandbox",
             "describe_seccomp_profile": "._seccomp:describe",
             "Session": "._session",
@@ -132,5 +134,6 @@ __all__ = [
     "load_input_files",
     "normalize_language",
     "reap_orphans",
+    "save_artifacts",
     "treat_sigterm_as_interrupt",
 ]

@@ -4,14 +4,17 @@ The container is created with the same hardening as a :class:`~._sandbox.DockerS
 container (read-only root, no network, no capabilities but the supervisor's,
 seccomp, no-new-privileges), sized for ``slots`` programs at once (memory,
 pids, CPUs and workdir size times ``slots``), and runs the batch supervisor
-of :mod:`._batch_supervisor`, which gives every program its own uid, directory
+of :mod:`._inside.batch`, which gives every program its own uid, directory
 and limits and frames each result on a channel the program cannot write.
 
 When the container or its supervisor fails (or does not answer within a
 program's limit plus the watchdog grace), every run in flight on it raises
 :class:`BatchContainerLost` and the container is removed; the next run gets
-a new container. Which of the runs in flight broke it cannot be known, so the
-caller re-runs each of them alone (see ``BatchCheckExecutor``).
+a new container. Which of the runs in flight broke it cannot be known, so each
+of them runs again alone. A run the supervisor reports as met by a fault of the
+container (it could not start, or the kernel killed it for the shared memory)
+runs again alone too; one it did not start because the container retired (a
+task's leftovers could not be removed) goes to the next batch container.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ from typing import Self
 import docker
 
 from ..core import UserError
-from ._batch_supervisor import BATCH_FRAME_START, batch_supervisor_command
 from ._config import SandboxConfig
 from ._container import Launch, LaunchedContainer, create_options, discard_container
 from ._deadlines import WATCHDOG_GRACE, run_limit
 from ._docker_client import connect
 from ._errors import SandboxError
+from ._inside.framing import OUTCOME_ALONE, OUTCOME_ELSEWHERE, BatchHead, parse_batch_head
+from ._inside_command import inside_command
 from ._languages import SUPPORTED_LANGUAGES, normalize_language
 from ._reaper import reap_orphans
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
@@ -55,6 +59,7 @@ QUEUED_PER_SLOT = 2
 """Programs handed to the container per slot: one running, one waiting for the slot."""
 
 _ANSWER_SLACK = 10.0  # seconds past limit + watchdog grace before the container is given up
+_BATCH_ATTEMPTS = 2  # containers a run is sent to before it runs alone
 
 
 class BatchContainerLost(SandboxError):
@@ -62,6 +67,28 @@ class BatchContainerLost(SandboxError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"The batch container was lost: {detail}", retryable=True)
+
+
+class _RunAlone(Exception):
+    """The supervisor says a fault of the container met this run: it runs again alone."""
+
+
+class _RunElsewhere(Exception):
+    """The container retired before it started this run: it goes to another container."""
+
+
+def batch_supervisor_command(
+    workdir: str,
+    first_uid: int,
+    uid_count: int,
+    *,
+    processes: int,
+    address_space: int,
+    slots: int,
+) -> list[str]:
+    """The container command of a batch: workdir, the tasks' uid range, per-task limits."""
+    limits = (first_uid, uid_count, processes, address_space, slots)
+    return inside_command("batch", workdir, *(str(value) for value in limits))
 
 
 class _BatchContainer:
@@ -74,8 +101,12 @@ class _BatchContainer:
         self.started = time.monotonic()
         self.used = 0
         self.lost: str | None = None
+        self.retired = False
+        """Set when the supervisor retired: it takes no run any more, those in flight go on."""
         self._lock = threading.Lock()
-        self._waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[bytes]]] = {}
+        self._waiting: dict[
+            str, tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[BatchHead, bytes]]]
+        ] = {}
         self._reader = threading.Thread(target=self._read, name="sandcrew-batch", daemon=True)
         self._send(nonce + b"\n")
         self._reader.start()
@@ -89,9 +120,9 @@ class _BatchContainer:
         except OSError as error:
             raise BatchContainerLost(f"cannot send the program ({error})") from None
 
-    def submit(self, identifier: str, header: bytes, program: bytes) -> asyncio.Future[bytes]:
+    def submit(self, identifier: str) -> asyncio.Future[tuple[BatchHead, bytes]]:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[bytes] = loop.create_future()
+        future: asyncio.Future[tuple[BatchHead, bytes]] = loop.create_future()
         with self._lock:
             if self.lost is not None:
                 raise BatchContainerLost(self.lost)
@@ -121,30 +152,28 @@ class _BatchContainer:
                         stdout += pending[8 : 8 + size]
                     del pending[: 8 + size]
                 self._dispatch(stdout)
-        except OSError:
+        except (OSError, ValueError):
             pass
         self.fail("the container ended")
 
     def _dispatch(self, stdout: bytearray) -> None:
-        mark = BATCH_FRAME_START + self.nonce + b" "
         while True:
             newline = stdout.find(b"\n")
             if newline < 0:
                 return
-            if not stdout.startswith(mark):
-                raise OSError("unframed output from the batch supervisor")
-            fields = bytes(stdout[len(mark) : newline]).split(b" ")
-            out_size, err_size = int(fields[-2]), int(fields[-1])
-            end = newline + 1 + out_size + err_size
+            head = parse_batch_head(self.nonce, bytes(stdout[:newline]))
+            end = newline + 1 + head.out_size + head.err_size
             if len(stdout) < end:
                 return
-            frame = bytes(stdout[len(mark) : end])
+            body = bytes(stdout[newline + 1 : end])
             del stdout[:end]
             with self._lock:
-                waiting = self._waiting.pop(fields[0].decode(), None)
+                if head.outcome == OUTCOME_ELSEWHERE:
+                    self.retired = True
+                waiting = self._waiting.pop(head.identifier, None)
             if waiting is not None:
                 loop, future = waiting
-                loop.call_soon_threadsafe(_resolve, future, frame)
+                loop.call_soon_threadsafe(_resolve, future, (head, body))
 
     def fail(self, why: str) -> None:
         with self._lock:
@@ -163,12 +192,14 @@ class _BatchContainer:
         discard_container(self.api, self.launched)
 
 
-def _resolve(future: asyncio.Future[bytes], frame: bytes) -> None:
+def _resolve(
+    future: asyncio.Future[tuple[BatchHead, bytes]], frame: tuple[BatchHead, bytes]
+) -> None:
     if not future.done():
         future.set_result(frame)
 
 
-def _lose(future: asyncio.Future[bytes], why: str) -> None:
+def _lose(future: asyncio.Future[tuple[BatchHead, bytes]], why: str) -> None:
     if not future.done():
         future.set_exception(BatchContainerLost(why))
 
@@ -233,6 +264,7 @@ class BatchSandbox:
             container = self._container
             if container is not None and (
                 container.lost is not None
+                or container.retired
                 or container.used >= UIDS_PER_CONTAINER
                 or time.monotonic() - container.started > BATCH_LIFETIME_SECONDS
                 or container.launched.image != image
@@ -319,17 +351,22 @@ class BatchSandbox:
         Which of the programs in flight broke a lost container cannot be
         known, so each of them runs again in a container of its own: the one
         that breaks containers fails only itself, the batch goes on in a new
-        container.
+        container. So does a run that a fault of the container met; a run the
+        container did not start because it retired goes to the next one.
         """
         if files:
             raise UserError(
                 "batch isolation runs programs without input files; "
                 "use a container per task to pass files"
             )
-        try:
-            return await self._run_in_batch(code, language, timeout)
-        except BatchContainerLost:
-            return await self._alone.run(code, language, timeout=timeout)
+        for _ in range(_BATCH_ATTEMPTS):
+            try:
+                return await self._run_in_batch(code, language, timeout)
+            except _RunElsewhere:
+                continue
+            except (BatchContainerLost, _RunAlone):
+                break
+        return await self._alone.run(code, language, timeout=timeout)
 
     async def _run_in_batch(
         self, code: str, language: str, time_limit: float | None
@@ -349,14 +386,14 @@ class BatchSandbox:
                 f"{identifier} {name} {len(program)} {max(1, round(limit * 1000))} "
                 f"{self.config.max_output_bytes}\n"
             ).encode()
-            future = container.submit(identifier, header, program)
+            future = container.submit(identifier)
             started = time.monotonic()
             # A queued program may first wait for one run of the longest limit.
             waits = limit + max(limit, self.config.timeout) + WATCHDOG_GRACE + _ANSWER_SLACK
             try:
                 async with asyncio.timeout(waits):
                     await asyncio.to_thread(container.send, header + program)
-                    frame = await future
+                    head, body = await future
             except TimeoutError:
                 container.fail("its supervisor did not answer in time")
                 # Unblocks a send stuck on a supervisor that stopped reading.
@@ -366,25 +403,31 @@ class BatchSandbox:
                 container.fail("the container ended")
                 raise
             duration = time.monotonic() - started
-        return self._result(frame, container, name, limit, duration)
+        if head.outcome == OUTCOME_ALONE:
+            raise _RunAlone
+        if head.outcome == OUTCOME_ELSEWHERE:
+            raise _RunElsewhere
+        return self._result(head, body, container, name, limit, duration)
 
     def _result(
-        self, frame: bytes, container: _BatchContainer, language: str, limit: float, duration: float
+        self,
+        head: BatchHead,
+        body: bytes,
+        container: _BatchContainer,
+        language: str,
+        limit: float,
+        duration: float,
     ) -> ExecutionResult:
-        head, _, body = frame.partition(b"\n")
-        status, timed_out, out_cut, err_cut, out_size, _ = (
-            int(field) for field in head.split()[1:]
-        )
-        stdout, stderr = body[:out_size], body[out_size:]
+        stdout, stderr = body[: head.out_size], body[head.out_size :]
         return ExecutionResult(
             language=language,
-            exit_code=TIMEOUT_EXIT_CODE if timed_out else status,
+            exit_code=TIMEOUT_EXIT_CODE if head.timed_out else head.status,
             stdout=stdout.decode("utf-8", errors="replace"),
             stderr=stderr.decode("utf-8", errors="replace"),
-            timed_out=bool(timed_out),
+            timed_out=head.timed_out,
             oom_killed=False,
-            stdout_truncated=bool(out_cut),
-            stderr_truncated=bool(err_cut),
+            stdout_truncated=head.out_cut,
+            stderr_truncated=head.err_cut,
             duration=duration,
             image=container.launched.image,
             run_id=container.launched.run_id,

@@ -15,14 +15,15 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core import UserError
+from ._inside.files import OUTPUT_FOLDER
 from ._languages import RUNNERS
-from ._supervisor import OUTPUT_FOLDER
 
 _NAME_BYTES_LIMIT = 255
 _RESERVED_NAMES = frozenset({OUTPUT_FOLDER, *(runner.filename for runner in RUNNERS.values())})
@@ -46,14 +47,21 @@ class Artifact(BaseModel):
         return base64.b64encode(self.data).decode()
 
     def save(self, folder: Path) -> Artifact:
-        """Write the bytes under ``folder`` (subfolders made as needed); the copy knows its path."""
-        target = folder.joinpath(*self.name.split("/"))
+        """Write the bytes as a new file under ``folder``; the copy knows its path.
+
+        ``folder`` is made if missing. Below it no link is followed and no existing
+        file is replaced (see :func:`save_artifacts` for a folder of its own).
+        """
+        from ._saving import open_folder, write_new_file
+
+        descriptor = open_folder(folder)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self.data)
-        except OSError as error:
+            write_new_file(descriptor, self.name, self.data)
+        except UserError as error:
             raise UserError(f"cannot save {self.name} under {folder}: {error}") from None
-        return self.model_copy(update={"path": str(target)})
+        finally:
+            os.close(descriptor)
+        return self.model_copy(update={"path": str(folder.joinpath(*self.name.split("/")))})
 
 
 def media_type_of(name: str) -> str:

@@ -10,6 +10,7 @@ former single ``-c`` text cost; nothing is written into the container.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
@@ -22,7 +23,7 @@ _ARGUMENT_LIMIT = 128 * 1024
 
 _BOOTSTRAP = """\
 import sys
-from importlib.machinery import ModuleSpec
+ModuleSpec = type(sys.__spec__)  # importlib.machinery's, without importing importlib
 SOURCES = {sources!r}
 
 
@@ -56,6 +57,10 @@ main(sys.argv[1:])
 """
 
 
+# The sibling imports of an in-container module (they are relative, one per line).
+_SIBLING_IMPORT = re.compile(r"^from \.(\w+) import", re.MULTILINE)
+
+
 @cache
 def _sources() -> dict[str, str]:
     return {
@@ -65,12 +70,25 @@ def _sources() -> dict[str, str]:
     }
 
 
+def _needed(entry: str, sources: dict[str, str]) -> dict[str, str]:
+    """The sources of ``entry`` and of the siblings it imports, directly or not: only they
+    travel (the interpreter parses the whole command at every container's start)."""
+    needed: dict[str, str] = {}
+    waiting = [entry]
+    while waiting:
+        name = waiting.pop()
+        if name not in needed:
+            needed[name] = sources[name]
+            waiting.extend(_SIBLING_IMPORT.findall(sources[name]))
+    return dict(sorted(needed.items()))
+
+
 @cache
 def _bootstrap(entry: str) -> str:
     sources = _sources()
     if entry not in sources:
         raise ValueError(f"no in-container module {entry!r} (have: {', '.join(sources)})")
-    text = _BOOTSTRAP.format(sources=sources, package=INSIDE_PACKAGE, entry=entry)
+    text = _BOOTSTRAP.format(sources=_needed(entry, sources), package=INSIDE_PACKAGE, entry=entry)
     if len(text.encode()) >= _ARGUMENT_LIMIT:
         raise ValueError(f"the in-container modules are too large for one argument ({len(text)})")
     return text

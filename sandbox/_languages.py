@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ._inside.runners import RUNNERS, LanguageRunner
+
+__all__ = ["RUNNERS", "SUPPORTED_LANGUAGES", "LanguageRunner", "normalize_language"]
 
 _ALIASES: dict[str, str] = {
     "py": "python",
@@ -18,70 +20,6 @@ _ALIASES: dict[str, str] = {
     "nodejs": "javascript",
 }
 
-
-@dataclass(frozen=True)
-class LanguageRunner:
-    """Where a program is written inside the container, which interpreter runs it, and how."""
-
-    filename: str
-    interpreter: tuple[str, ...]
-    environment: tuple[tuple[str, str], ...] = ()
-    """Variables set for this language only (the container's environment is otherwise empty)."""
-    support_files: tuple[tuple[str, str], ...] = ()
-    """Absolute path and text of files written (as the run uid) before the program starts."""
-
-
-_PYTHON_SITE = "/tmp/.sandcrew-site"
-
-# Saves the matplotlib figures a program shows or leaves open as PNGs in out/,
-# so "plot it" works without a savefig. It runs before the interpreter's atexit
-# callbacks (where pyplot destroys its figures), from threading's shutdown hook.
-_SAVE_OPEN_FIGURES = """\
-import os, sys, warnings
-
-warnings.filterwarnings("ignore", message=".*non-interactive.*")
-_out = os.path.join(os.getcwd(), "out")
-
-
-def _save_open_figures():
-    pyplot = sys.modules.get("matplotlib.pyplot")
-    if pyplot is None or not os.path.isdir(_out):
-        return
-    for number in pyplot.get_fignums():
-        path = os.path.join(_out, "figure-%d.png" % number)
-        if not os.path.exists(path):
-            try:
-                pyplot.figure(number).savefig(path)
-            except Exception as error:
-                print("sandcrew: cannot save figure %d: %s" % (number, error), file=sys.stderr)
-
-
-try:
-    import threading
-
-    threading._register_atexit(_save_open_figures)
-except (ImportError, AttributeError, RuntimeError):
-    import atexit
-
-    atexit.register(_save_open_figures)
-"""
-
-
-RUNNERS: dict[str, LanguageRunner] = {
-    "python": LanguageRunner(
-        filename="main.py",
-        interpreter=("python3",),
-        environment=(
-            ("PYTHONUNBUFFERED", "1"),
-            ("PYTHONDONTWRITEBYTECODE", "1"),
-            ("MPLBACKEND", "Agg"),
-            ("PYTHONPATH", _PYTHON_SITE),
-        ),
-        support_files=((f"{_PYTHON_SITE}/sitecustomize.py", _SAVE_OPEN_FIGURES),),
-    ),
-    "bash": LanguageRunner(filename="main.sh", interpreter=("bash",)),
-    "javascript": LanguageRunner(filename="main.js", interpreter=("node",)),
-}
 
 SUPPORTED_LANGUAGES: tuple[str, ...] = tuple(RUNNERS)
 OPTIONAL_LANGUAGES = frozenset({"javascript"})

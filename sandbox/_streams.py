@@ -19,13 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ._inside.framing import ARTIFACTS_FRAME
+
 _HEADER_SIZE = 8
 _STDOUT = 1
 _STDERR = 2
 _RECV_SIZE = 64 * 1024
 # A status is a few digits and a newline; an artifacts frame's start is "A", its length, a newline.
 _STATUS_LIMIT = 24
-_ARTIFACTS_FRAME = b"A"
 
 StreamName = Literal["stdout", "stderr"]
 
@@ -126,8 +127,8 @@ class TrailedStream:
             return
         text = bytes(self._after_mark) + piece[:end]
         rest = chunk[end + 1 :]
-        length = text.removeprefix(_ARTIFACTS_FRAME)
-        if self.artifacts is not None and text.startswith(_ARTIFACTS_FRAME) and length.isdigit():
+        length = text.removeprefix(ARTIFACTS_FRAME)
+        if self.artifacts is not None and text.startswith(ARTIFACTS_FRAME) and length.isdigit():
             self._frame_left = int(length)
             self._read_frame(rest)
             return

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
@@ -109,14 +111,25 @@ def saved_artifact_bytes(records: list[Record]) -> dict[tuple[int, str], bytes]:
                 continue
             if size > INLINE_IMAGE_BYTES:
                 continue
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read(INLINE_IMAGE_BYTES + 1)
-            except OSError:
+            data = _read_saved_file(path, INLINE_IMAGE_BYTES + 1)
+            if data is None:
                 continue
             if len(data) == size:
                 found[(number, str(artifact.get("name")))] = data
     return found
+
+
+def _read_saved_file(path: str, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of the regular file at ``path``, never through a link at its end
+    (nor blocking on a FIFO put there since); None if it is anything else."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb") as file:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        return file.read(limit)
 
 
 def render_transcript_page(

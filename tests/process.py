@@ -12,7 +12,11 @@ from tests.sandbox.helpers import our_containers, shared_client
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 180
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 180,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m sandcrew ARGS``; fails when the child left a sandbox container behind."""
     command = [sys.executable, "-m", "sandcrew", *args]
@@ -23,6 +27,7 @@ def run_cli(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     ) as child:
         stdout, stderr = child.communicate(stdin, timeout=timeout)
     if not (env or {}).get("DOCKER_HOST"):

@@ -40,6 +40,8 @@ def test_wheel_maps_the_library_folders_under_sandcrew(wheel: Path) -> None:
     for expected in (
         "sandcrew/functions/__init__.py",
         "sandcrew/sandbox/__init__.py",
+        "sandcrew/sandbox/_inside/supervisor.py",
+        "sandcrew/sandbox/_inside/batch.py",
         "sandcrew/agents/__init__.py",
         "sandcrew/core/__init__.py",
         "sandcrew/crew/__init__.py",
@@ -82,6 +84,8 @@ def test_installed_copy_imports_and_finds_its_data(wheel: Path, tmp_path: Path) 
         "import sandcrew, sandcrew.functions, sandcrew.sandbox, sandcrew.agents, sandcrew.crew\n"
         "from sandcrew.suites import load_suite\n"
         "from importlib import resources\n"
+        "from sandcrew.sandbox._supervisor import supervisor_command\n"
+        "assert 'def drop_to' in supervisor_command('/workspace', 1, 1)[4]\n"
         "assert sandcrew.__file__.startswith(sys.argv[1]), sandcrew.__file__\n"
         "print((resources.files('sandcrew.images') / 'python' / 'Dockerfile').is_file())\n"
         "print(len(load_suite('basics').tasks))\n"

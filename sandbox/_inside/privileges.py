@@ -1,7 +1,5 @@
 """The one privilege drop of every in-container supervisor, and its not-dumpable switch."""
 
-from __future__ import annotations
-
 import ctypes
 import os
 

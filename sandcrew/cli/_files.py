@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandcrew.errors import UserError
-from sandcrew.sandbox import ExecutionResult
+from sandcrew.sandbox import ExecutionResult, save_artifacts
 
 
 def files_from_paths(paths: list[Path]) -> dict[str, Path]:
@@ -27,18 +27,25 @@ def files_from_paths(paths: list[Path]) -> dict[str, Path]:
                     add(found.relative_to(path).as_posix(), found)
         elif path.is_file():
             add(path.name, path)
+        elif path.exists():
+            raise UserError(f"input file {path} is not a regular file (nor a folder)")
         else:
             raise UserError(f"input file not found: {path}")
     return files
 
 
-def save_artifacts(result: ExecutionResult, folder: Path) -> ExecutionResult:
-    """Write the result's artifacts under ``folder``; the returned result knows their paths."""
-    if folder.exists() and not folder.is_dir():
+def check_out_folder(folder: Path | None) -> None:
+    """Refuse an ``--out`` that is not a folder before anything runs."""
+    if folder is not None and folder.exists() and not folder.is_dir():
         raise UserError(f"--out {folder} is not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"cannot create --out folder {folder}: {error.strerror}") from None
-    saved = tuple(artifact.save(folder) for artifact in result.artifacts)
-    return result.model_copy(update={"artifacts": saved})
+
+
+def save_run_files(
+    results: list[ExecutionResult], folder: Path
+) -> tuple[list[ExecutionResult], str | None]:
+    """Save the runs' files under ``--out``; the results that know their paths, and a note
+    naming the new folder when ``folder`` was not empty (see :func:`save_artifacts`)."""
+    saved, chosen = save_artifacts(results, folder)
+    if chosen is None or chosen == folder:
+        return saved, None
+    return saved, f"--out {folder} is not empty: the files were saved in the new folder {chosen}"

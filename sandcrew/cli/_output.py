@@ -2,6 +2,12 @@
 
 On a terminal rich wraps to the window. Piped, a hard wrap at rich's fallback of 80
 columns would split errors and table rows mid-line, so lines are never wrapped there.
+
+Every line sandcrew prints through rich comes from :func:`console`, and on a terminal
+that console shows the control characters of whatever it prints (a file name from a
+program, a model's text, a note) instead of letting the terminal obey them: the one
+place where the terminal-safety filter of :mod:`sandcrew.cli._terminal` meets rich.
+Rich's own styling travels outside the text, so it is untouched.
 """
 
 from __future__ import annotations
@@ -29,13 +35,20 @@ def is_terminal(stream: TextIO | None) -> bool:
         return False
 
 
-def console(*, stderr: bool = False) -> Console:
-    """A console for stdout (or stderr) that does not hard-wrap when piped."""
+def console(*, stderr: bool = False, highlight: bool = True) -> Console:
+    """A console for stdout (or stderr) that does not hard-wrap when piped.
+
+    ``highlight``: rich's colouring of numbers and the like, on a terminal only.
+    """
     from rich.console import Console  # only commands that print through rich pay for it
 
     stream = sys.stderr if stderr else sys.stdout
     if is_terminal(stream):
-        return Console(stderr=stderr)
+        from sandcrew.cli._shown_controls import ShowControls
+
+        shown = Console(stderr=stderr, highlight=highlight)
+        shown.push_render_hook(ShowControls())
+        return shown
     width = int(os.environ.get("COLUMNS", "0") or 0) or PIPED_WIDTH
     return Console(stderr=stderr, width=width, soft_wrap=True, highlight=False)
 

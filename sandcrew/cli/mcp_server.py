@@ -46,7 +46,7 @@ def mcp(
         typer.Option(
             min=0,
             help="Sessions one client may hold open at once (0: no session tools).",
-            show_default="4",
+            show_default="the server's",
         ),
     ] = None,
     session_idle_timeout: Annotated[
@@ -54,13 +54,40 @@ def mcp(
         typer.Option(
             min=1,
             help="Close a session after this many seconds without a call.",
-            show_default="600",
+            show_default="the server's",
         ),
     ] = None,
     session_lifetime: Annotated[
         float | None,
         typer.Option(
-            min=1, help="Close a session this many seconds after it started.", show_default="3600"
+            min=1,
+            help="Close a session this many seconds after it started.",
+            show_default="the server's",
+        ),
+    ] = None,
+    auth_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SANDCREW_MCP_AUTH_TOKEN",
+            show_envvar=True,
+            help="Bearer token HTTP clients must send (required beyond loopback; "
+            "prefer the environment variable, which other users cannot see in ps).",
+        ),
+    ] = None,
+    max_queued_per_client: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Tool calls one client may have running or waiting at once.",
+            show_default="the server's",
+        ),
+    ] = None,
+    max_queued: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Tool calls all clients together may have running or waiting at once.",
+            show_default="the server's",
         ),
     ] = None,
     model: options.Model = None,
@@ -84,8 +111,14 @@ def mcp(
     )
     with_solve = settings.endpoint.configured
 
-    from sandcrew.mcp import serve  # the optional SDK: imported only for this command
+    # The optional SDK: imported only for this command.
+    from sandcrew.mcp import QueueLimits, serve
+    from sandcrew.mcp._http import check_auth_token
 
+    if transport != "stdio":
+        check_auth_token(auth_token, host=host)
+    given = {"per_client": max_queued_per_client, "total": max_queued}
+    queue_bounds = {name: value for name, value in given.items() if value is not None}
     asyncio.run(
         serve(
             settings,
@@ -97,5 +130,7 @@ def mcp(
             max_sessions=max_sessions,
             session_idle_timeout=session_idle_timeout,
             session_lifetime=session_lifetime,
+            auth_token=auth_token,
+            queue=QueueLimits(**queue_bounds),
         )
     )

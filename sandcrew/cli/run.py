@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
-from sandcrew.cli._files import files_from_paths, save_artifacts
+from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
 from sandcrew.errors import UserError
 from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult, OutputEvent
@@ -66,7 +67,10 @@ def run(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Save the files the program writes into out/ to this folder."),
+        typer.Option(
+            help="Save the files the program writes into out/ to this folder (into a new "
+            "folder inside it when it is not empty; nothing is replaced)."
+        ),
     ] = None,
 ) -> None:
     """Run FILE (or stdin) in a new hardened container, showing its output as it comes.
@@ -87,6 +91,7 @@ def run(
     chosen_language = language.value if language else _language_of(source)
     code = read_program(source, limit=settings.sandbox.max_code_bytes)
     files = files_from_paths(file or [])
+    check_out_folder(out)
     sandbox = DockerSandbox(settings.sandbox)
     if as_json:
         result = sandbox.run_sync(code, chosen_language, files=files)
@@ -101,12 +106,13 @@ def run(
         result = sandbox.run_sync(code, chosen_language, files=files, on_output=show)
         for writer in writers.values():
             writer.end()
+    where = None
     if out is not None:
-        result = save_artifacts(result, out)
+        [result], where = save_run_files([result], out)
     if as_json:
         _output.print_json(json_document(result))
     else:
-        _print_status(result)
+        _print_status(result, saving=out is not None, where=where)
     raise typer.Exit(exit_code_for(result))
 
 
@@ -132,7 +138,8 @@ def _language_of(source: str) -> str:
 def read_program(source: str, *, limit: int) -> str:
     """The program text of ``source`` (a path, or ``-`` for stdin), at most ``limit`` bytes.
 
-    Reads at most ``limit + 1`` bytes, so an endless source (``/dev/zero``, a
+    A path must name a regular file (a FIFO, a device or a folder is refused, never
+    waited on). Reads at most ``limit + 1`` bytes, so an endless source (``/dev/zero``, a
     huge pipe) costs no more memory than the cap before it is refused.
     """
     shown = "stdin" if source == "-" else source
@@ -142,12 +149,19 @@ def read_program(source: str, *, limit: int) -> str:
         raw = _read_at_most(sys.stdin.buffer, limit + 1, shown)
     else:
         try:
-            with Path(source).open("rb") as file:
-                raw = _read_at_most(file, limit + 1, shown)
+            # Not blocking: a FIFO opens at once, and is then refused like any non-file.
+            handle = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             raise UserError(f"no such file: {source}") from None
         except OSError as error:
             raise UserError(f"cannot read {source}: {error}") from None
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)
+            raise UserError(
+                f"cannot read {source}: not a regular file (give a file, or - for stdin)"
+            )
+        with os.fdopen(handle, "rb") as file:
+            raw = _read_at_most(file, limit + 1, shown)
     if len(raw) > limit:
         raise UserError(f"{shown} is larger than the sandbox accepts (at most {limit} bytes)")
     try:
@@ -166,9 +180,9 @@ def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
         raise UserError(f"cannot read {shown}: {error}") from None
 
 
-def _print_status(result: ExecutionResult) -> None:
+def _print_status(result: ExecutionResult, *, saving: bool, where: str | None) -> None:
     reset_attributes(sys.stderr)
-    status = Console(stderr=True, highlight=False)
+    status = _output.console(stderr=True, highlight=False)
     notes = []
     if result.stdout_truncated:
         notes.append("stdout truncated")
@@ -186,18 +200,21 @@ def _print_status(result: ExecutionResult) -> None:
     status.print(
         f"{headline} · {result.duration:.2f}s · {escape(result.image)}{extra}", style="dim"
     )
-    for line in artifact_lines(result.artifacts):
+    for line in artifact_lines(result.artifacts, saving=saving):
         status.print(escape(line), style="dim", soft_wrap=True)
+    if where is not None:
+        status.print(escape(where), style="yellow", soft_wrap=True)
     if result.artifacts_truncated:
         status.print("some output files were left out: over the output limits", style="yellow")
     for note in result.artifacts_skipped:
         status.print(f"left out: out/{escape(note)}", style="yellow", soft_wrap=True)
 
 
-def artifact_lines(artifacts: tuple[Artifact, ...] | list[Artifact]) -> list[str]:
-    """One line per artifact: where it was saved, or that ``--out`` would save it."""
+def artifact_lines(artifacts: tuple[Artifact, ...] | list[Artifact], *, saving: bool) -> list[str]:
+    """One line per artifact: where it was saved, or that it was not (``--out`` saves them)."""
     lines = []
+    unsaved = "not saved (see the note below)" if saving else "not saved (use --out DIR)"
     for artifact in artifacts:
-        where = f"saved to {artifact.path}" if artifact.path else "not saved (use --out DIR)"
+        where = f"saved to {artifact.path}" if artifact.path else unsaved
         lines.append(f"out/{artifact.name} ({artifact.size} bytes, {artifact.media_type}): {where}")
     return lines

@@ -25,7 +25,7 @@ from sandcrew.agents import FunctionCallRequiredError, Message, StopReason, rend
 from sandcrew.cli import _options as options
 from sandcrew.cli import _output
 from sandcrew.cli._exit_codes import ExitCode
-from sandcrew.cli._files import files_from_paths, save_artifacts
+from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._preflight import check_before_solving
 from sandcrew.cli._terminal import visible_controls, write_untrusted
 from sandcrew.cli.run import artifact_lines
@@ -79,7 +79,10 @@ def solve(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Save the files the runs write into out/ to this folder."),
+        typer.Option(
+            help="Save the files the runs write into out/ to this folder (into a new "
+            "folder inside it when it is not empty; nothing is replaced)."
+        ),
     ] = None,
 ) -> None:
     """Solve TASK with the crew.
@@ -105,6 +108,7 @@ def solve(
     if html is not None and not html.parent.is_dir():
         raise UserError(f"--html {html}: the folder {html.parent} does not exist")
     check_before_solving(settings)
+    check_out_folder(out)
     files = load_input_files(
         files_from_paths(file or []),
         max_count=settings.sandbox.max_input_files,
@@ -139,9 +143,10 @@ def solve(
             if as_json:
                 typer.echo(json.dumps(summary, indent=2))
             raise typer.Exit(ExitCode.INTERRUPTED) from None
+        where = None
         if out is not None:
             # Runs save in order: a later run's file replaces an earlier one of that name.
-            result.runs[:] = [save_artifacts(run, out) for run in result.runs]
+            result.runs[:], where = save_run_files(result.runs, out)
         recorder.result(result)
     if html is not None:
         from sandcrew.transcript_page import write_transcript_page
@@ -158,8 +163,12 @@ def solve(
         _print_outcome(console, result, quiet=quiet)
         if not quiet:
             saved = [artifact for run in result.runs for artifact in run.artifacts]
-            for line in artifact_lines(saved):
+            for line in artifact_lines(saved, saving=out is not None):
                 console.print(escape(line), style="dim", soft_wrap=True, highlight=False)
+            for note in [note for run in result.runs for note in run.artifacts_skipped]:
+                console.print(f"left out: out/{escape(note)}", style="yellow", soft_wrap=True)
+            if where is not None:
+                console.print(escape(where), style="yellow", soft_wrap=True, highlight=False)
     raise typer.Exit(exit_code_for(result))
 
 

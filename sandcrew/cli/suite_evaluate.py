@@ -19,6 +19,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from sandcrew.cli import _output
+
 
 class IsolationName(enum.StrEnum):
     """``--isolation``: how the checks are kept apart."""
@@ -79,7 +81,7 @@ def evaluate(
     from sandcrew.suites._pass_at_k import parse_ks
 
     ks = parse_ks(k)
-    progress = _ProgressReporter(Console(stderr=True))
+    progress = _ProgressReporter(_output.console(stderr=True))
     try:
         with progress:
             evaluation = asyncio.run(
@@ -96,9 +98,9 @@ def evaluate(
                 )
             )
     except KeyboardInterrupt:
-        Console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
+        _output.console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
         raise typer.Exit(INTERRUPTED_EXIT) from None
-    _print_summary(Console(soft_wrap=True), evaluation)
+    _print_summary(_output.console(), evaluation)
     raise typer.Exit(UNCHECKED_EXIT if evaluation.errors else 0)
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from sandcrew.cli import _output
 from sandcrew.errors import UserError
 
 
@@ -30,4 +30,4 @@ def transcript(
     records = read_transcript(source)
     # The images among the files that `solve --out` saved are shown on the page.
     write_transcript_page(records, html, artifact_bytes=saved_artifact_bytes(records))
-    Console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")
+    _output.console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")

@@ -1,10 +1,15 @@
 """The MCP server: sandcrew's tool contracts on the official SDK's low-level server.
 
-Errors follow the protocol's split: a call the server refuses (unknown tool, arguments
-that do not match the schema, limits exceeded, code too large, unknown language) is an
-MCP error (``-32602`` invalid params) naming the problem; an infrastructure failure
-(Docker unreachable, image missing) is a tool result with ``isError`` so the client's
-model can read it; a program's own failure is an ordinary result.
+Errors follow the protocol's split (specification 2025-11-25): a call to a tool the
+server does not have is an MCP error (``-32602`` invalid params); arguments the tool
+refuses (wrong types, limits exceeded, code too large, unknown language) and an
+infrastructure failure (Docker unreachable, image missing) are tool results with
+``isError``, whose text is written for the client's model to read and correct its call;
+a program's own failure is an ordinary result.
+
+Over HTTP the server wants its bearer token (required beyond loopback), holds at most
+:class:`QueueLimits` calls per client and in all, and cancels a call whose client went
+away (its container is removed): see :mod:`sandcrew.mcp._http`.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import asyncio
 import json
 import logging
 import signal
-from typing import Any, Literal
+from collections.abc import Awaitable
+from typing import Any, Literal, TypeVar
 
 import mcp_types as types
 import uvicorn
@@ -24,6 +30,8 @@ from mcp.shared.exceptions import MCPError
 from sandcrew.core import ConfigurationError, SandcrewError, UserError
 from sandcrew.crew import CrewSettings
 from sandcrew.functions import FunctionTool, ToolResult
+from sandcrew.mcp._admission import Admission, QueueFull, QueueLimits
+from sandcrew.mcp._http import HttpCaller, HttpGuard, caller_of, check_auth_token
 from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
@@ -33,13 +41,22 @@ Transport = Literal["stdio", "streamable-http"]
 
 SERVER_NAME = "sandcrew"
 _log = logging.getLogger("sandcrew.mcp")
+STDIO_CLIENT = "stdio"
+T = TypeVar("T")
 
 
-def build_server(toolbox: SandboxToolbox, limits: ServerLimits, *, with_solve: bool) -> Server[Any]:
+def build_server(
+    toolbox: SandboxToolbox,
+    limits: ServerLimits,
+    *,
+    with_solve: bool,
+    queue: QueueLimits | None = None,
+) -> Server[Any]:
     """An MCP server offering ``run_code``, ``list_languages`` (and ``solve``) over ``toolbox``."""
     from sandcrew import __version__
 
     tools = {tool.name: tool for tool in tool_contracts(limits, toolbox, with_solve=with_solve)}
+    admission = Admission(queue or QueueLimits())
     listing = [_describe(tool) for tool in tools.values()]
 
     async def list_tools(
@@ -57,12 +74,19 @@ def build_server(toolbox: SandboxToolbox, limits: ServerLimits, *, with_solve: b
                 message=f"Unknown tool: {params.name!r} (this server has: {', '.join(tools)})",
             )
         scope = CallScope(report_progress=_progress_reporter(ctx), connection=owner_of(ctx))
+        caller = caller_of(ctx.request)
         token = CURRENT_CALL.set(scope)
         try:
-            # Clients here are programs: loose arguments are refused, not repaired.
-            outcome = await tool.acall_json(json.dumps(params.arguments or {}), repair=False)
+            with admission.admitted(STDIO_CLIENT if caller is None else caller.client):
+                # Clients here are programs: loose arguments are refused, not repaired.
+                called = tool.acall_json(json.dumps(params.arguments or {}), repair=False)
+                outcome = await _unless_gone(called, caller)
+        except QueueFull as full:
+            return tool_error(f"{tool.name} refused: {full}")
         finally:
             CURRENT_CALL.reset(token)
+        if outcome is None:
+            return tool_error(f"{tool.name} cancelled: the client went away")
         if outcome.ok:
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=outcome.content)],
@@ -70,13 +94,12 @@ def build_server(toolbox: SandboxToolbox, limits: ServerLimits, *, with_solve: b
             )
         error = scope.raised
         if error is None or isinstance(error, UserError):
-            raise MCPError(code=types.INVALID_PARAMS, message=_refusal(tool.name, outcome, error))
-        if not isinstance(error, SandcrewError):
-            _log.error("%s failed unexpectedly", tool.name, exc_info=error)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=f"{tool.name} failed: {error}")],
-            is_error=True,
-        )
+            message = _refusal(tool.name, outcome, error)
+        else:
+            if not isinstance(error, SandcrewError):
+                _log.error("%s failed unexpectedly", tool.name, exc_info=error)
+            message = f"{tool.name} failed: {error}"
+        return tool_error(message)
 
     return Server(
         SERVER_NAME,
@@ -92,6 +115,35 @@ def build_server(toolbox: SandboxToolbox, limits: ServerLimits, *, with_solve: b
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+    )
+
+
+async def _unless_gone(work: Awaitable[T], caller: HttpCaller | None) -> T | None:
+    """``work``'s result, or None once the HTTP client has gone away (the work is cancelled)."""
+    if caller is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(caller.gone.wait())
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait({task})
+        raise
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    # The run's own cancellation removes its container before this returns.
+    task.cancel()
+    await asyncio.wait({task})
+    return None
+
+
+def tool_error(message: str) -> types.CallToolResult:
+    """A tool execution error: the client's model reads ``message`` and may try again."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
     )
 
 
@@ -163,6 +215,8 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     with_solve: bool = False,
+    auth_token: str | None = None,
+    queue: QueueLimits | None = None,
     max_sessions: int | None = None,
     session_idle_timeout: float | None = None,
     session_lifetime: float | None = None,
@@ -171,8 +225,11 @@ async def serve(
 
     Every run still going when the server stops is cancelled and its container removed.
     SIGTERM (which stdio clients send when the server does not exit at once after its
-    input closes) ends the serving, and the cleanup still goes on.
+    input closes) ends the serving, and the cleanup still goes on. Over HTTP, clients
+    must send ``auth_token`` as a bearer token; beyond loopback one is required.
     """
+    if transport != "stdio":
+        check_auth_token(auth_token, host=host)
     limits = limits_of(
         settings,
         allow_network=allow_network,
@@ -181,12 +238,14 @@ async def serve(
         session_lifetime=session_lifetime,
     )
     toolbox = SandboxToolbox(settings, limits)
-    server = build_server(toolbox, limits, with_solve=with_solve)
+    server = build_server(toolbox, limits, with_solve=with_solve, queue=queue)
     loop = asyncio.get_running_loop()
     if transport == "stdio":
         serving = asyncio.ensure_future(_run_stdio(server))
     else:
-        serving = asyncio.ensure_future(_serve_http(server, host=host, port=port))
+        serving = asyncio.ensure_future(
+            _serve_http(server, host=host, port=port, auth_token=auth_token)
+        )
     # uvicorn handles SIGTERM itself while it serves, then restores this handler and
     # raises the signal again: by then the serving is over and the cleanup goes on.
     loop.add_signal_handler(signal.SIGTERM, serving.cancel)
@@ -208,8 +267,8 @@ async def _run_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[Any], *, host: str, port: int) -> None:
-    app = server.streamable_http_app(host=host)
+async def _serve_http(server: Server[Any], *, host: str, port: int, auth_token: str | None) -> None:
+    app = HttpGuard(server.streamable_http_app(host=host), token=auth_token)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     # uvicorn stops on SIGINT and SIGTERM by itself, finishing open requests first.
     await uvicorn.Server(config).serve()

@@ -190,3 +190,33 @@ def test_an_error_quoting_hostile_text_shows_its_controls() -> None:
     assert returncode == 125  # `run` follows docker run: sandcrew itself failed
     assert_nothing_obeyed(screen, shown=("^[]0;pwned title^G", "^[[2J"))
     assert "error: no such file: missing^[]0;pwned title^G^[[2J.py" in plain(screen)
+
+
+HOSTILE_NAME = b"\xff\x1b[2J\x1b]0;TITLE\x1b\\"
+
+
+@pytest.mark.docker
+def test_a_hostile_file_name_is_shown_not_obeyed_in_the_notes(tmp_path: Path) -> None:
+    program = tmp_path / "name.py"
+    program.write_text(
+        "import os\n"
+        f"os.close(os.open(b'out/' + {HOSTILE_NAME!r}, os.O_CREAT | os.O_WRONLY))\n"
+        f"os.makedirs(b'out/' + {HOSTILE_NAME!r} + b'-folder')\n"
+        "open('out/fine.txt', 'w').write('x')\n"
+    )
+
+    returncode, screen = run_cli_in_terminal("run", str(program), "--out", str(tmp_path / "out"))
+
+    assert returncode == 0
+    assert_nothing_obeyed(screen, shown=("^[[2J^[]0;TITLE^[\\", "the name is not UTF-8"))
+    assert "out/fine.txt (1 bytes, text/plain): saved to" in plain(screen)
+
+
+def test_every_console_of_the_cli_comes_from_the_one_that_shows_controls() -> None:
+    cli = Path(__file__).parents[2] / "sandcrew" / "cli"
+    makers = {
+        path.name
+        for path in cli.glob("*.py")
+        if re.search(r"\bConsole\(", path.read_text()) and path.name != "_output.py"
+    }
+    assert makers == set()

@@ -15,6 +15,7 @@ import pytest
 
 from sandcrew.sandbox._images import IMAGE_SPECS
 from sandcrew.testing import ScriptedModelServer, Turn
+from tests.cli.test_out_folder import new_folder
 from tests.crew.conftest import coder_turn, review_turn, run_cli
 from tests.programs_files import (
     CSV,
@@ -175,3 +176,35 @@ def test_the_coder_is_told_which_packages_the_image_has(
     else:
         assert "use the Python standard library only: the sandbox has no other packages" in system
         assert run["stdout"] == "False\n"
+
+
+def test_solve_saves_by_the_same_rules(model_server: ScriptedModelServer, tmp_path: Path) -> None:
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine\n")
+    (folder / "sub").symlink_to(tmp_path)
+    code = (
+        "import os\nos.makedirs('out/sub', exist_ok=True)\n"
+        "open('out/keep.txt', 'w').write('theirs')\nopen('out/sub/x', 'w').write('x')\n"
+        "open('out/.git', 'w').write('gitdir: /elsewhere')\nprint('done')\n"
+    )
+    model_server.add(
+        coder_turn(f"```python\n{code}```"),
+        review_turn(),
+        Turn(agent="admin", contains="[RUNNER_RESULT]", content="Done.\n[COMPLETE]"),
+    )
+
+    completed = run_cli(
+        "solve", "Write files.", "--base-url", model_server.base_url, "--model", "scripted",
+        "--out", str(folder),
+    )  # fmt: skip
+
+    assert completed.returncode == 0, completed.stderr
+    assert (folder / "keep.txt").read_text() == "mine\n"
+    assert not (tmp_path / "x").exists()
+    made = new_folder(folder)
+    assert (made / "keep.txt").read_text() == "theirs"
+    assert (made / "sub" / "x").read_text() == "x"
+    assert f"saved in the new folder {made}" in completed.stdout.replace("\n", "")
+    assert "'.git' is a version-control folder" in completed.stdout
+    assert not (made / ".git").exists()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -76,3 +77,51 @@ def wait_until_gone(server_pid: int, *, within: float = 20.0) -> list[str]:
             return []
         time.sleep(0.2)
     return our_containers(shared_client(), owner_pid=server_pid)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_mcp_server(
+    *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``sandcrew mcp --transport streamable-http`` on a free loopback port: its URL and process."""
+    import signal
+    import socket
+
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http"),
+            *("--host", "127.0.0.1", "--port", str(port), *args),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, **(env or {})},
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert time.monotonic() < deadline, "the HTTP server never listened"
+        time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", server
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        finally:
+            server.kill()
+            if server.stderr is not None:
+                server.stderr.close()
+        assert wait_until_gone(server.pid) == []

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
 
 from tests.mcp_server.helpers import (
     mcp_session,
@@ -35,10 +33,12 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str,
 
 
 async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
-    with pytest.raises(MCPError) as raised:
-        await session.call_tool(tool, arguments)
-    assert raised.value.error.code == INVALID_PARAMS
-    return raised.value.error.message
+    """The text of a refused call (a tool error the client's model reads)."""
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, result
+    (content,) = result.content
+    assert content.type == "text"
+    return content.text
 
 
 def session_containers(server_pid: int) -> list[str]:

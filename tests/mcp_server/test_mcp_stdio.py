@@ -115,6 +115,7 @@ async def test_out_of_memory_is_reported_in_the_result() -> None:
 
 MALFORMED_CALLS = {
     "wrong-type": ("run_code", {"code": 42}, "/code: 42 is not of type 'string'"),
+    "wrong-type-123": ("run_code", {"code": 123}, "/code: 123 is not of type 'string'"),
     "missing-code": ("run_code", {}, "code"),
     "wrong-timeout-type": ("run_code", {"code": "print(1)", "timeout": "soon"}, "/timeout"),
     "unknown-argument": ("run_code", {"code": "print(1)", "shell": True}, "/shell: unexpected"),
@@ -125,7 +126,6 @@ MALFORMED_CALLS = {
         "this server accepts at most 1048576",
     ),
     "empty-code": ("run_code", {"code": "   "}, "no code to run"),
-    "unknown-tool": ("delete_everything", {}, "Unknown tool: 'delete_everything'"),
 }
 
 ABOVE_THE_LIMITS = {
@@ -137,24 +137,32 @@ ABOVE_THE_LIMITS = {
 
 
 async def _refusal(session: ClientSession, tool: str, arguments: dict[str, object]) -> str:
-    with pytest.raises(MCPError) as refused:
-        await session.call_tool(tool, arguments)
-    assert refused.value.code == INVALID_PARAMS, refused.value
-    return refused.value.message
+    """The text of a tool execution error (``isError``), which the client's model reads."""
+    result = await session.call_tool(tool, arguments)
+    assert result.is_error, result
+    assert result.structured_content is None
+    [content] = result.content
+    assert content.type == "text"
+    return content.text
 
 
-async def test_malformed_calls_are_answered_with_an_mcp_error() -> None:
+async def test_refused_arguments_are_tool_errors_the_model_can_read() -> None:
     # One server for every case (each starts a process); the message names the case.
     async with mcp_session() as session:
         refusals = {
             case: await _refusal(session, tool, arguments)
             for case, (tool, arguments, _) in MALFORMED_CALLS.items()
         }
+        # A tool the server does not have is the one protocol error.
+        with pytest.raises(MCPError) as unknown:
+            await session.call_tool("delete_everything", {})
         # The server is still there and serves the next call.
         assert (await run_code(session, code="print('still here')"))["stdout"] == "still here\n"
 
     for case, (_, _, expected) in MALFORMED_CALLS.items():
         assert expected in refusals[case], (case, refusals[case])
+    assert unknown.value.code == INVALID_PARAMS
+    assert "Unknown tool: 'delete_everything'" in unknown.value.message
 
 
 async def test_a_client_cannot_raise_the_servers_limits() -> None:

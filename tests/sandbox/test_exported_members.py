@@ -34,6 +34,7 @@ def test_public_names_are_exactly_the_intended_set() -> None:
             "load_input_files",
             "normalize_language",
             "reap_orphans",
+            "save_artifacts",
             "treat_sigterm_as_interrupt",
             "Session",
             "SyncSession",

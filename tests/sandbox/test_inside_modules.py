@@ -35,6 +35,16 @@ def test_an_in_container_module_imports_the_standard_library_only(path: Path) ->
     assert _imports(path) - allowed == set()
 
 
+@pytest.mark.parametrize("path", sorted(INSIDE.glob("*.py")), ids=lambda path: path.name)
+def test_an_in_container_module_imports_its_siblings_by_name(path: Path) -> None:
+    # The command carries the siblings named in "from .name import ..." lines only.
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            assert node.level == 1
+            assert node.module is not None
+            assert (INSIDE / f"{node.module}.py").is_file()
+
+
 def test_an_unknown_entry_module_is_refused() -> None:
     with pytest.raises(ValueError, match="no in-container module 'nowhere'"):
         inside_command("nowhere")

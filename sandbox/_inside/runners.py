@@ -1,0 +1,77 @@
+"""How each language's program is started: one table, read by the host and by the supervisors."""
+
+
+class LanguageRunner:
+    """Where a program is written inside the container, which interpreter runs it, and how.
+
+    A plain class: ``dataclasses`` would cost the supervisor's start its ``inspect`` import.
+    """
+
+    __slots__ = ("environment", "filename", "interpreter", "support_files")
+
+    def __init__(
+        self,
+        filename: str,
+        interpreter: tuple[str, ...],
+        environment: tuple[tuple[str, str], ...] = (),
+        support_files: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.filename = filename
+        self.interpreter = interpreter
+        self.environment = environment
+        """Variables set for this language only (the container's environment is otherwise empty)."""
+        self.support_files = support_files
+        """Absolute path and text of files written (as the run uid) before the program starts."""
+
+
+_PYTHON_SITE = "/tmp/.sandcrew-site"
+
+# Saves the matplotlib figures a program shows or leaves open as PNGs in out/,
+# so "plot it" works without a savefig. It runs before the interpreter's atexit
+# callbacks (where pyplot destroys its figures), from threading's shutdown hook.
+_SAVE_OPEN_FIGURES = """\
+import os, sys, warnings
+
+warnings.filterwarnings("ignore", message=".*non-interactive.*")
+_out = os.path.join(os.getcwd(), "out")
+
+
+def _save_open_figures():
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None or not os.path.isdir(_out):
+        return
+    for number in pyplot.get_fignums():
+        path = os.path.join(_out, "figure-%d.png" % number)
+        if not os.path.exists(path):
+            try:
+                pyplot.figure(number).savefig(path)
+            except Exception as error:
+                print("sandcrew: cannot save figure %d: %s" % (number, error), file=sys.stderr)
+
+
+try:
+    import threading
+
+    threading._register_atexit(_save_open_figures)
+except (ImportError, AttributeError, RuntimeError):
+    import atexit
+
+    atexit.register(_save_open_figures)
+"""
+
+
+RUNNERS: dict[str, LanguageRunner] = {
+    "python": LanguageRunner(
+        filename="main.py",
+        interpreter=("python3",),
+        environment=(
+            ("PYTHONUNBUFFERED", "1"),
+            ("PYTHONDONTWRITEBYTECODE", "1"),
+            ("MPLBACKEND", "Agg"),
+            ("PYTHONPATH", _PYTHON_SITE),
+        ),
+        support_files=((f"{_PYTHON_SITE}/sitecustomize.py", _SAVE_OPEN_FIGURES),),
+    ),
+    "bash": LanguageRunner(filename="main.sh", interpreter=("bash",)),
+    "javascript": LanguageRunner(filename="main.js", interpreter=("node",)),
+}

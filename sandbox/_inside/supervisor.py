@@ -1,0 +1,249 @@
+"""The supervisor inside every one-program sandbox container: it runs the program and vouches
+for its end.
+
+Run as ``main([workdir, uid, gid])`` (see :mod:`.._supervisor` on the host for
+the whole protocol). It reads ``"<language> <size> <nonce> <limit ms> <watchdog>
+<files size> <artifact bytes> <artifact count>\\n"``, the program and the input
+files on stdin, acknowledges, forks the program (input files unpacked as root
+with the run's gid, then :func:`.privileges.drop_to` the run uid and ``exec``),
+kills it at the run limit, ends every other process, has the artifacts
+collected by a child that dropped to the run uid, and prints the status
+trailer on stdout and stderr. It is also the watchdog: ``watchdog`` seconds
+after the header it ends the container whatever happens.
+"""
+
+import os
+import signal
+import sys
+import time
+
+from .files import ARTIFACT_COLLECTION_SECONDS, OUTPUT_FOLDER, collect_artifacts, unpack_files
+from .framing import (
+    ACKNOWLEDGEMENT,
+    artifacts_frame,
+    say,
+    status_trailer,
+    trailer_mark,
+    write_all,
+)
+from .privileges import drop_to, make_undumpable
+from .reaper import end_every_other_process
+from .runners import RUNNERS, LanguageRunner
+
+SUPERVISOR_FAILED_EXIT = 125
+"""The container's status when the supervisor itself could not run the program."""
+
+HEADER_LIMIT = 256
+_LEFTOVERS_SECONDS = 5.0  # ending every other process
+_WATCHDOG_EXIT = 137
+
+
+class Header:
+    """The header line of a run, parsed."""
+
+    __slots__ = (
+        "artifact_bytes",
+        "artifact_count",
+        "files_size",
+        "language",
+        "limit_ms",
+        "nonce",
+        "size",
+        "watchdog",
+    )
+
+    def __init__(self, line: bytes) -> None:
+        fields = line.decode("ascii").split(" ")
+        if len(fields) != 8:
+            raise ValueError(f"a header has 8 fields (got {len(fields)})")
+        self.language, size, self.nonce, *numbers = fields
+        self.size = int(size)
+        self.limit_ms, self.watchdog, self.files_size, self.artifact_bytes, self.artifact_count = (
+            int(number) for number in numbers
+        )
+        if min(self.size, self.limit_ms, self.watchdog, self.files_size) < 0:
+            raise ValueError("negative sizes or limits")
+
+
+def fail(message: str) -> None:
+    say(2, ("sandcrew: " + message + "\n").encode())
+    os._exit(SUPERVISOR_FAILED_EXIT)
+
+
+def read_header() -> tuple[Header, bytes]:
+    """The header from stdin and what followed it in the same reads."""
+    data = b""
+    while b"\n" not in data:
+        if len(data) > HEADER_LIMIT:
+            fail("unreadable header")
+        chunk = os.read(0, 65536)
+        if not chunk:
+            os._exit(SUPERVISOR_FAILED_EXIT)
+        data += chunk
+    line, _, rest = data.partition(b"\n")
+    try:
+        return Header(line), rest
+    except (ValueError, UnicodeDecodeError):
+        fail("unreadable header")
+        raise  # not reached: fail() exits
+
+
+def read_exactly(size: int, start: bytes) -> bytes:
+    chunks = [start]
+    received = len(start)
+    while received < size:
+        chunk = os.read(0, min(size - received, 1 << 20))
+        if not chunk:
+            fail("the program ended early")
+        chunks.append(chunk)
+        received += len(chunk)
+    return b"".join(chunks)
+
+
+class Supervisor:
+    """One run: the program, its limits, its end."""
+
+    def __init__(self, workdir: str, uid: int, gid: int) -> None:
+        self.workdir, self.uid, self.gid = workdir, uid, gid
+        self.watchdog_at = 0.0
+        self.running = True
+        self.timed_out = False
+
+    def on_watchdog(self, number: int, frame: object) -> None:
+        end_every_other_process(2.0)
+        os._exit(_WATCHDOG_EXIT)
+
+    def arm_watchdog(self) -> None:
+        signal.signal(signal.SIGALRM, self.on_watchdog)
+        signal.setitimer(signal.ITIMER_REAL, max(self.watchdog_at - time.monotonic(), 0.001))
+
+    def on_program_deadline(self, number: int, frame: object) -> None:
+        # When the run limit is up, every process of the program is killed; what it
+        # left in out/ is still collected and sent.
+        if self.running:
+            self.timed_out = True
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.arm_watchdog()
+
+    def become_the_run_uid(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for number in (signal.SIGALRM, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(number, signal.SIG_DFL)
+        drop_to(self.uid, self.gid)
+        os.chdir(self.workdir)
+
+    def become_the_program(
+        self, runner: LanguageRunner, program: bytes, files: memoryview, with_output: bool
+    ) -> None:
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as adjustment:
+            adjustment.write("1000")
+        # The work dir is the run uid's: as that uid for a moment (effective only, root stays
+        # the real and saved uid), it is opened to its group, the run's gid. Then, as root with
+        # that gid, the input files are written: they are root's, so the program can read them
+        # but neither write them nor change their mode.
+        os.setegid(self.gid)
+        os.seteuid(self.uid)
+        os.chmod(self.workdir, 0o770)
+        os.seteuid(0)
+        unpack_files(files, self.workdir)
+        self.become_the_run_uid()
+        path = os.path.join(self.workdir, runner.filename)
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        write_all(handle, program)
+        os.close(handle)
+        for support_path, text in runner.support_files:
+            os.makedirs(os.path.dirname(support_path), 0o700, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            handle = os.open(support_path, flags, 0o400)
+            write_all(handle, text.encode())
+            os.close(handle)
+        if with_output:
+            os.mkdir(os.path.join(self.workdir, OUTPUT_FOLDER), 0o700)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        environment = dict(os.environ)
+        environment.update(runner.environment)
+        os.execvpe(runner.interpreter[0], [*runner.interpreter, path], environment)
+
+    def run(self) -> None:
+        header, rest = read_header()
+        runner = RUNNERS.get(header.language)
+        if runner is None:
+            fail("no interpreter for language " + repr(header.language))
+            return
+        self.watchdog_at = time.monotonic() + header.watchdog
+        self.arm_watchdog()
+        everything = read_exactly(header.size + header.files_size, rest)
+        del rest
+        program, files = everything[: header.size], memoryview(everything)[header.size :]
+        say(1, ACKNOWLEDGEMENT)
+        # The run limit counts from the acknowledgement.
+        signal.signal(signal.SIGALRM, self.on_program_deadline)
+        signal.setitimer(signal.ITIMER_REAL, header.limit_ms / 1000)
+        child = os.fork()
+        if child == 0:
+            try:
+                self.become_the_program(runner, program, files, header.artifact_count > 0)
+            except BaseException as error:
+                say(2, ("sandcrew: cannot start the program: " + str(error) + "\n").encode())
+            os._exit(SUPERVISOR_FAILED_EXIT)
+        if self.timed_out:  # the limit passed before the program existed
+            os.kill(child, signal.SIGKILL)
+        del program, files, everything
+        os.close(0)
+        while True:
+            ended, status = os.waitpid(child, 0)
+            if ended == child:
+                break
+        self.running = False
+        self.arm_watchdog()
+        code = os.waitstatus_to_exitcode(status)
+        # Timed out only when the limit's kill ended the program, not when it ended just before.
+        timed_out = self.timed_out and code == -signal.SIGKILL
+        if code < 0:
+            code = 128 - code
+        end_every_other_process(_LEFTOVERS_SECONDS)
+        # The program shared this process's stdout and stderr (the same open files): it may
+        # have made them non-blocking, which would cut the artifacts frame and the trailer
+        # short. No process of it is left to change them again.
+        for stream in (1, 2):
+            try:
+                os.set_blocking(stream, True)
+            except OSError:
+                pass
+        mark = trailer_mark(header.nonce)
+        if header.artifact_count > 0:
+            self.send_artifacts(mark, header)
+        trailer = status_trailer(mark, code, timed_out=timed_out)
+        say(1, trailer)
+        say(2, trailer)
+        os._exit(code)
+
+    def send_artifacts(self, mark: bytes, header: Header) -> None:
+        collector = os.fork()
+        if collector == 0:
+            try:
+                self.become_the_run_uid()
+                make_undumpable()  # it holds the nonce, as the program's uid
+                give_up = time.monotonic() + ARTIFACT_COLLECTION_SECONDS
+                listing = collect_artifacts(
+                    self.workdir, header.artifact_bytes, header.artifact_count, give_up
+                )
+                write_all(1, artifacts_frame(mark, listing))
+            except BaseException as error:
+                say(2, ("sandcrew: cannot collect the output files: " + str(error) + "\n").encode())
+            os._exit(0)
+        os.waitpid(collector, 0)
+        end_every_other_process(_LEFTOVERS_SECONDS)
+
+
+def main(arguments: list[str]) -> None:
+    """``main([workdir, uid, gid])``: serve one run, then end the container with its status."""
+    make_undumpable()  # no ptrace, no /proc/<pid>/mem for anyone
+    workdir, uid, gid = arguments[0], int(arguments[1]), int(arguments[2])
+    Supervisor(workdir, uid, gid).run()
+    sys.exit(SUPERVISOR_FAILED_EXIT)  # not reached: run() ends the process
