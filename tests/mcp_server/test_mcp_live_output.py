@@ -22,7 +22,8 @@ async def test_output_arrives_as_progress_while_the_program_runs() -> None:
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             messages.append(message or "")
-            if "".join(messages).endswith("waiting\n") and not released.is_set():
+            printed = "".join(m.removeprefix("stdout: ") for m in messages)
+            if printed.endswith("waiting\n") and not released.is_set():
                 # The program waits for this: the line came while it was running.
                 await asyncio.to_thread(release_program, shared_client(), owner_pid=server)
                 released.set()
@@ -34,7 +35,7 @@ async def test_output_arrives_as_progress_while_the_program_runs() -> None:
         )
 
     assert wait_until_gone(server) == []
-    assert released.is_set()
+    assert released.is_set(), (messages, result)
     assert result.structured_content is not None
     assert result.structured_content["exit_code"] == 0
     assert result.structured_content["timed_out"] is False
