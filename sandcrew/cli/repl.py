@@ -26,6 +26,7 @@ from typing import Annotated
 import typer
 
 from sandcrew.cli import _options as options
+from sandcrew.cli import _output
 from sandcrew.cli._files import files_from_paths
 from sandcrew.cli._output import is_terminal
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
@@ -289,11 +290,10 @@ def _save_images(output: DisplayOutput, folder: Path, stem: str) -> list[Path]:
 
 
 def _status(text: str, *, style: str = "dim") -> None:
-    from rich.console import Console
     from rich.markup import escape
 
     reset_attributes(sys.stderr)
-    Console(stderr=True, highlight=False, soft_wrap=True).print(escape(text), style=style)
+    _output.console(stderr=True, highlight=False).print(escape(text), style=style, soft_wrap=True)
 
 
 class _TerminateAsExit:

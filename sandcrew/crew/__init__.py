@@ -20,6 +20,7 @@ if typing.TYPE_CHECKING:
         review_code_block,
     )
     from sandcrew.crew._runner import NO_CODE_REPLY, RunnerAgent
+    from sandcrew.crew._session_sandbox import SessionSandbox
     from sandcrew.crew._settings import (
         DEFAULT_MODEL,
         CrewMode,
@@ -53,6 +54,7 @@ else:
             "review_code_block": "._review",
             "NO_CODE_REPLY": "._runner",
             "RunnerAgent": "._runner",
+            "SessionSandbox": "._session_sandbox",
             "DEFAULT_MODEL": "._settings",
             "CrewMode": "._settings",
             "CrewSettings": "._settings",
@@ -81,6 +83,7 @@ __all__ = [
     "ReviewClaims",
     "ReviewVerdict",
     "RunnerAgent",
+    "SessionSandbox",
     "VerdictMiddleware",
     "code_to_run",
     "crew_workflow",
