@@ -7,20 +7,16 @@ policy is decided here once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
     SecretStr,
-    ValidationError,
     field_validator,
-    model_validator,
 )
 
-from ..core import ConfigurationError, describe_invalid_value
+from ..core import ConfigurationError
+from ..core._settings_model import SettingsModel
 
 if TYPE_CHECKING:
     import openai
@@ -35,14 +31,14 @@ MAX_RETRIES = 10
 """Retries per request at most; the client backs off exponentially, so more only hides an outage."""
 
 
-class ModelEndpoint(BaseModel):
+class ModelEndpoint(SettingsModel):
     """An OpenAI-compatible endpoint and the model asked there.
 
     ``base_url`` ``None`` means OpenAI itself; any OpenAI-compatible server (Ollama, vLLM,
     llama.cpp, LM Studio, Azure …) works through it. A local server needs no ``api_key``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    settings_title: ClassVar[str] = "model endpoint"
 
     model: str = Field(default=DEFAULT_MODEL, min_length=1)
     base_url: str | None = None
@@ -53,15 +49,6 @@ class ModelEndpoint(BaseModel):
     retries: int = Field(default=2, ge=0, le=MAX_RETRIES)
     """Retries (with backoff) of a request on 429, 5xx and a server that cannot be reached.
     A request that timed out is never sent again (the server may still be generating it)."""
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _one_clear_error(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        try:
-            return handler(data)
-        except ValidationError as exc:
-            problems = "; ".join(describe_invalid_value(error) for error in exc.errors())
-            raise ConfigurationError(f"invalid model endpoint: {problems}") from None
 
     @field_validator("base_url")
     @classmethod

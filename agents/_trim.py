@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core import UserError
-from ..core import trim_middle as trim_text
+from ..core import UserError, trim_middle as trim_text
 from ._agent import Agent, GenerateReplyOptions
 from ._messages import (
     AggregateMessage,

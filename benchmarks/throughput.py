@@ -9,7 +9,7 @@ sandcrew's cold runs. Every run must print "1"; other outputs and exceptions
 are counted as failures. Paths that wait ~10 s per run in ``docker stop`` are
 left out. Nothing is asserted.
 
-Run from the repository root with the benchmark environment (see README.md)::
+Run from the repository root with the benchmark environment (see docs/scale.md)::
 
     .bench-venv/bin/python benchmarks/throughput.py
     .bench-venv/bin/python benchmarks/throughput.py --runs 120 --concurrency 8

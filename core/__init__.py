@@ -3,13 +3,15 @@ lazily loaded exports.
 
 ``sandcrew.functions``, ``sandcrew.sandbox`` and ``sandcrew.agents`` build on this
 package and on nothing else of sandcrew's; it depends on nothing but the standard
-library.
+library, except ``_settings_model`` (pydantic), which the packages with settings import
+themselves.
 """
 
 from ._errors import (
     ConfigurationError,
     ErrorCode,
     InfrastructureError,
+    InvalidSettings,
     ModelBehaviorError,
     SandcrewError,
     UserError,
@@ -21,6 +23,7 @@ __all__ = [
     "ConfigurationError",
     "ErrorCode",
     "InfrastructureError",
+    "InvalidSettings",
     "ModelBehaviorError",
     "SandcrewError",
     "UserError",

@@ -37,6 +37,19 @@ class ConfigurationError(UserError):
     """Settings are missing or contradictory (no model configured, bad limits, ...)."""
 
 
+class InvalidSettings(ConfigurationError):
+    """Settings that fail validation; ``problems`` holds (dotted field name, why) pairs."""
+
+    def __init__(self, title: str, problems: list[tuple[str, str]]) -> None:
+        self.title = title
+        self.problems = problems
+        # A reason that already names its field ("timeout must be > 0") is not prefixed again.
+        listed = "; ".join(
+            why if not name or why.startswith(name) else f"{name}: {why}" for name, why in problems
+        )
+        super().__init__(f"invalid {title}: {listed}")
+
+
 class ModelBehaviorError(SandcrewError):
     """A model answered with something the product cannot use, even after retries."""
 

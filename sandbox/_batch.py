@@ -37,7 +37,7 @@ from ..core import UserError
 from ._config import SandboxConfig
 from ._container import Launch, LaunchedContainer, create_options, discard_container
 from ._deadlines import WATCHDOG_GRACE, run_limit
-from ._docker_client import connect
+from ._docker_client import connect_docker
 from ._errors import SandboxError
 from ._inside.framing import OUTCOME_ALONE, OUTCOME_ELSEWHERE, BatchHead, parse_batch_head
 from ._inside_command import inside_command
@@ -255,7 +255,9 @@ class BatchSandbox:
         """Connect to Docker and remove orphaned containers, once."""
         if not self._started:
             if self._client is None:
-                self._client = await asyncio.to_thread(connect, timeout=self.config.docker_timeout)
+                self._client = await asyncio.to_thread(
+                    connect_docker, timeout=self.config.docker_timeout
+                )
             await asyncio.to_thread(reap_orphans, self._client)
             self._started = True
 

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
-    ValidationError,
     field_validator,
-    model_validator,
 )
 
-from ..core import ConfigurationError, describe_invalid_value
+from ..core._settings_model import SettingsModel
 from ._deadlines import limit_problem
 from ._images import DEFAULT_IMAGES
 from ._languages import normalize_language
@@ -79,7 +74,7 @@ def _format_bytes(value: int) -> str:
     return f"{value} bytes"
 
 
-class SandboxConfig(BaseModel):
+class SandboxConfig(SettingsModel):
     """How a sandboxed run is isolated and limited. Frozen; pass it to ``DockerSandbox``.
 
     Defaults are hardened; relaxations (``network=True``, more memory, another
@@ -87,7 +82,7 @@ class SandboxConfig(BaseModel):
     :class:`~sandcrew.core.ConfigurationError` listing every problem at once.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    settings_title: ClassVar[str] = "sandbox settings"
 
     images: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGES))
     """Language → image tag."""
@@ -166,15 +161,6 @@ class SandboxConfig(BaseModel):
     """Seconds after a run's deadline after which its container is surely orphaned."""
     docker_timeout: float = 60.0
     """Seconds to wait for one Docker API answer."""
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _one_clear_error(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        try:
-            return handler(data)
-        except ValidationError as exc:
-            problems = "; ".join(describe_invalid_value(error) for error in exc.errors())
-            raise ConfigurationError(f"Invalid sandbox settings: {problems}") from None
 
     @field_validator("timeout")
     @classmethod

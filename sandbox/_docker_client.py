@@ -60,7 +60,7 @@ def current_context_name(environ: Mapping[str, str]) -> str:
     return current if isinstance(current, str) and current else "default"
 
 
-def resolve_endpoint(environ: Mapping[str, str] | None = None) -> DockerEndpoint:
+def docker_endpoint(environ: Mapping[str, str] | None = None) -> DockerEndpoint:
     """Find the engine endpoint from DOCKER_HOST or the current Docker context."""
     env = os.environ if environ is None else environ
     host = env.get("DOCKER_HOST")
@@ -88,12 +88,12 @@ def resolve_endpoint(environ: Mapping[str, str] | None = None) -> DockerEndpoint
     )
 
 
-def connect(
+def connect_docker(
     environ: Mapping[str, str] | None = None, *, timeout: float = 60.0
 ) -> docker.DockerClient:
     """Open a client to the engine and check that it answers."""
     env = dict(os.environ if environ is None else environ)
-    endpoint = resolve_endpoint(env)
+    endpoint = docker_endpoint(env)
     try:
         if endpoint.source == "DOCKER_HOST":
             # Also honours DOCKER_TLS_VERIFY and DOCKER_CERT_PATH.

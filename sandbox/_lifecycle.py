@@ -25,7 +25,7 @@ from ..core import UserError
 from ._config import SandboxConfig
 from ._container import Launch, LaunchedContainer, create_options, discard_container
 from ._deadlines import cold_label_deadline
-from ._docker_client import connect
+from ._docker_client import connect_docker
 from ._errors import SandboxError
 from ._pool import ContainerPool
 from ._reaper import reap_orphans
@@ -70,7 +70,7 @@ class ContainerSupply:
             if self._started:
                 return
             if self._client is None:
-                self._client = connect(timeout=self._config.docker_timeout)
+                self._client = connect_docker(timeout=self._config.docker_timeout)
             self._api = self._client.api
             reap_orphans(self._client)
             if self._config.pool_size > 0:

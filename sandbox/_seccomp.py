@@ -186,7 +186,7 @@ def seccomp_security_option(setting: str) -> str | None:
         return f"seccomp={json.dumps(json.load(handle), separators=(',', ':'))}"
 
 
-def describe(setting: str) -> str:
+def describe_seccomp_profile(setting: str) -> str:
     """One line for ``sandcrew doctor``: which profile runs use."""
     if setting == PROFILE_NAME:
         return f"sandcrew's own allowlist ({len(ALLOWED_SYSCALLS)} system calls)"

@@ -22,6 +22,7 @@ import asyncio
 import atexit
 import codecs
 import contextlib
+import functools
 import itertools
 import json
 import secrets
@@ -57,7 +58,8 @@ if TYPE_CHECKING:
 SESSION_LANGUAGES = ("python", "bash", "javascript")
 """Languages a session can hold."""
 
-_DRIVERS = {"python": "session_python", "bash": "session_bash", "javascript": "session_javascript"}
+_DRIVERS = {"python": "session_python", "bash": "session_bash"}
+_JAVASCRIPT_DRIVER = Path(__file__).resolve().parent / "_inside" / "session_javascript.js"
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Past a cell's limit and grace: time for the supervisor to kill, restart and report.
 _ANSWER_SLACK = 15.0
@@ -497,8 +499,13 @@ class Session:
             if waiter is not None and not waiter.done():
                 waiter.set_result((_json_object(head), body))
         elif kind in ("expired", "failed"):
-            reason = _json_object(payload).get("reason")
-            self._closed_reason = str(reason) if reason else kind
+            reason = str(_json_object(payload).get("reason") or kind)
+            if kind == "failed" and "No module named 'IPython'" in reason:
+                reason = (
+                    f"{reason}. The image {self.image} has no IPython: "
+                    "run `sandcrew images build` to rebuild it"
+                )
+            self._closed_reason = reason
             self._fail_waiters(SessionClosedError(f"The session ended: {self._closed_reason}"))
 
     def _end_cell(self, cell: _Cell, verdict: dict[str, Any]) -> None:
@@ -564,10 +571,17 @@ class Session:
 
 
 def _driver_command(language: str) -> list[str]:
+    if language == "javascript":
+        return ["node", "-e", _javascript_driver()]
     # The driver runs as the session's uid with the image's site-packages (not
     # isolated like the supervisor): IPython lives there.
     command = inside_command(_DRIVERS[language])
     return ["python3", "-c", command[-1]]
+
+
+@functools.cache
+def _javascript_driver() -> str:
+    return _JAVASCRIPT_DRIVER.read_text(encoding="utf-8")
 
 
 def _files_of(source: Path) -> list[tuple[str, Path]]:

@@ -21,7 +21,7 @@ class SessionLimits(BaseModel):
 
     cell_timeout: float = Field(default=30.0, gt=0, le=86_400)
     """Seconds a cell may run before it is interrupted (``KeyboardInterrupt``; state kept)."""
-    interrupt_grace: float = Field(default=2.0, gt=0, le=600)
+    interrupt_grace: float = Field(default=3.0, gt=0, le=600)
     """Seconds an interrupted cell has to stop before the interpreter is killed (state lost)."""
     idle_timeout: float = Field(default=600.0, gt=0, le=86_400)
     """Seconds without a request after which the session ends and its container is removed."""

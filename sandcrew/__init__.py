@@ -8,6 +8,7 @@ application modules.
 from sandcrew.errors import (
     ConfigurationError,
     InfrastructureError,
+    InvalidSettings,
     ModelBehaviorError,
     SandcrewError,
     UserError,
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigurationError",
     "InfrastructureError",
+    "InvalidSettings",
     "ModelBehaviorError",
     "SandcrewError",
     "UserError",

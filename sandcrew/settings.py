@@ -42,8 +42,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from sandcrew.crew import CrewSettings, InvalidSettings
-from sandcrew.errors import ConfigurationError
+from sandcrew.crew import CrewSettings
+from sandcrew.errors import ConfigurationError, InvalidSettings
 
 DEFAULT_CONFIG_PATH = Path("~/.config/sandcrew/config.toml")
 

@@ -19,17 +19,24 @@ The bytes come from the run itself (``solve --html``) or from the files that
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import stat
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
-from typing import Any
 
+from sandcrew.crew import CrewResult
 from sandcrew.errors import UserError
 from sandcrew.html_page import html_page, meta_line
+from sandcrew.sandbox import Artifact
+from sandcrew.transcript import (
+    AttemptEvent,
+    MessageEvent,
+    ResultEvent,
+    RunEvent,
+    TranscriptEvent,
+)
 
 _STYLE = """
 .message { border: 1px solid #d1d9e0; border-radius: 6px; padding: .5rem .8rem;
@@ -61,31 +68,6 @@ ArtifactBytes = Mapping[tuple[int, str], bytes]
 
 _CODE_BLOCK = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
-Record = dict[str, Any]
-
-
-def read_transcript(path: Path) -> list[Record]:
-    """The records of a transcript file; a line that is not a JSON object is a clear error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read transcript {path}: {error}") from None
-    records: list[Record] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{path} line {number} is not JSON ({error.msg})") from None
-        if not isinstance(record, dict) or "event" not in record:
-            raise UserError(
-                f"{path} line {number} is not a transcript record (from `sandcrew solve "
-                "--transcript`)"
-            )
-        records.append(record)
-    return records
-
 
 def raster_image_type(data: bytes) -> str | None:
     """The media type of a PNG, JPEG, GIF or WebP image, told by its first bytes; else None."""
@@ -97,25 +79,22 @@ def raster_image_type(data: bytes) -> str | None:
     return None
 
 
-def saved_artifact_bytes(records: list[Record]) -> dict[tuple[int, str], bytes]:
+def saved_artifact_bytes(events: list[TranscriptEvent]) -> dict[tuple[int, str], bytes]:
     """The bytes of the runs' files that ``--out`` saved and that are still as recorded.
 
     Only files small enough to be shown are read; a file whose size differs from
     the recorded one (a later run's file of the same name replaced it) is left out.
     """
     found: dict[tuple[int, str], bytes] = {}
-    for number, artifacts in enumerate(_artifacts_by_run(records)):
+    for number, artifacts in enumerate(_artifacts_by_run(events)):
         for artifact in artifacts:
-            path, size = artifact.get("path"), artifact.get("size")
-            if not isinstance(path, str) or not isinstance(size, int):
+            if artifact.path is None or artifact.size > INLINE_IMAGE_BYTES:
                 continue
-            if size > INLINE_IMAGE_BYTES:
-                continue
-            data = _read_saved_file(path, INLINE_IMAGE_BYTES + 1)
+            data = _read_saved_file(artifact.path, INLINE_IMAGE_BYTES + 1)
             if data is None:
                 continue
-            if len(data) == size:
-                found[(number, str(artifact.get("name")))] = data
+            if len(data) == artifact.size:
+                found[(number, artifact.name)] = data
     return found
 
 
@@ -133,31 +112,29 @@ def _read_saved_file(path: str, limit: int) -> bytes | None:
 
 
 def render_transcript_page(
-    records: list[Record], *, artifact_bytes: ArtifactBytes | None = None
+    events: list[TranscriptEvent], *, artifact_bytes: ArtifactBytes | None = None
 ) -> str:
-    """The chat page for ``records`` (as ``solve --transcript`` writes them).
+    """The chat page for ``events`` (as ``solve --transcript`` writes them).
 
     ``artifact_bytes`` are the runs' files, for the images among them to be shown.
     """
-    result = next((record for record in records if record.get("event") == "result"), None)
-    task = str(result.get("task", "")) if result else _first_text(records)
-    files = _FileShower(_artifacts_by_run(records), artifact_bytes or {})
+    result = _result(events)
+    task = result.task if result else _first_text(events)
+    files = _FileShower(_artifacts_by_run(events), artifact_bytes or {})
     cards: list[str] = []
     last_code: str | None = None
     previous_elapsed = 0.0
-    for record in records:
-        event = record.get("event")
-        elapsed = _number(record.get("elapsed"))
-        if event == "message":
-            code_blocks = _CODE_BLOCK.findall(_text(record))
+    for event in events:
+        if isinstance(event, MessageEvent):
+            code_blocks = _CODE_BLOCK.findall(event.message.content)
             if code_blocks:
                 last_code = code_blocks[-1]
-            cards.append(_message_card(record, elapsed, elapsed - previous_elapsed))
-        elif event == "run":
-            cards.append(_run_card(record, elapsed, last_code, files.next_run()))
-        elif event == "tool_call_attempt":
-            cards.append(_attempt_card(record))
-        previous_elapsed = elapsed
+            cards.append(_message_card(event, event.elapsed - previous_elapsed))
+        elif isinstance(event, RunEvent):
+            cards.append(_run_card(event, last_code, files.next_run()))
+        elif isinstance(event, AttemptEvent):
+            cards.append(_attempt_card(event))
+        previous_elapsed = event.elapsed
     body = [f"<h1>{escape(task or 'sandcrew chat')}</h1>"]
     if result is not None:
         body.append(_outcome(result))
@@ -166,33 +143,32 @@ def render_transcript_page(
 
 
 def write_transcript_page(
-    records: list[Record], path: Path, *, artifact_bytes: ArtifactBytes | None = None
+    events: list[TranscriptEvent], path: Path, *, artifact_bytes: ArtifactBytes | None = None
 ) -> None:
-    """Write the chat page for ``records`` to ``path``."""
+    """Write the chat page for ``events`` to ``path``."""
     try:
-        page = render_transcript_page(records, artifact_bytes=artifact_bytes)
+        page = render_transcript_page(events, artifact_bytes=artifact_bytes)
         path.write_text(page, encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write the HTML page to {path}: {error}") from None
 
 
-def _outcome(result: Record) -> str:
-    solved = bool(result.get("solved"))
+def _outcome(result: CrewResult) -> str:
     facts = [
-        ("Stop reason", str(result.get("stop_reason", ""))),
-        ("Rounds", str(result.get("rounds", ""))),
-        ("Tokens", str(result.get("total_tokens", ""))),
-        ("Duration", f"{_number(result.get('duration')):.2f}s"),
-        ("Runs", str(len(result.get("runs") or []))),
+        ("Stop reason", result.stop_reason.value),
+        ("Rounds", str(result.rounds)),
+        ("Tokens", str(result.total_tokens)),
+        ("Duration", f"{result.duration:.2f}s"),
+        ("Runs", str(len(result.runs))),
     ]
-    verdict = '<b class="ok">solved</b>' if solved else '<b class="bad">not solved</b>'
+    verdict = '<b class="ok">solved</b>' if result.solved else '<b class="bad">not solved</b>'
     parts = [f'<section class="outcome" id="outcome"><p>{verdict}</p>', meta_line(facts)]
-    if result.get("answer"):
-        parts.append(f'<p>Answer:</p><pre class="answer">{escape(str(result["answer"]))}</pre>')
-    if result.get("stop_detail"):
-        parts.append(f"<p>{escape(str(result['stop_detail']))}</p>")
-    if result.get("error"):
-        parts.append(f'<p class="bad">Error: {escape(str(result["error"]))}</p>')
+    if result.answer:
+        parts.append(f'<p>Answer:</p><pre class="answer">{escape(result.answer)}</pre>')
+    if result.stop_detail:
+        parts.append(f"<p>{escape(result.stop_detail)}</p>")
+    if result.error:
+        parts.append(f'<p class="bad">Error: {escape(result.error)}</p>')
     parts.append("</section>")
     return "".join(parts)
 
@@ -203,36 +179,29 @@ def _header(speaker: str, elapsed: float, extra: list[str]) -> str:
     return f"<header>{''.join(items)}</header>"
 
 
-def _message_card(record: Record, elapsed: float, took: float) -> str:
+def _message_card(event: MessageEvent, took: float) -> str:
+    message = event.message
     extra = []
-    usage = record.get("usage")
-    if isinstance(usage, dict):
+    if message.usage is not None:
         extra.append(
-            f"model call: {usage.get('prompt_tokens', 0)} in, "
-            f"{usage.get('completion_tokens', 0)} out tokens, {took:.2f}s"
+            f"model call: {message.usage.prompt_tokens} in, "
+            f"{message.usage.completion_tokens} out tokens, {took:.2f}s"
         )
-    if record.get("terminate"):
+    if message.terminate:
         extra.append("ends the chat")
-    parts = [_header(str(record.get("sender") or "?"), elapsed, extra)]
-    text = _text(record)
-    if text:
-        parts.append(f"<pre>{escape(text)}</pre>")
-    for call in record.get("tool_calls") or []:
-        if isinstance(call, dict):
-            parts.append(
-                f"<p>calls <b>{escape(str(call.get('name', '')))}</b></p>"
-                f"<pre>{escape(str(call.get('arguments', '')))}</pre>"
-            )
-    for outcome in record.get("results") or []:
-        if isinstance(outcome, dict):
-            parts.append(f"<pre>{escape(str(outcome.get('content', '')))}</pre>")
-    data = record.get("data")
-    if isinstance(data, dict) and "approved" in data:
-        parts.append(_review(data))
+    parts = [_header(message.sender or "?", event.elapsed, extra)]
+    if message.content:
+        parts.append(f"<pre>{escape(message.content)}</pre>")
+    for call in getattr(message, "tool_calls", []):
+        parts.append(f"<p>calls <b>{escape(call.name)}</b></p><pre>{escape(call.arguments)}</pre>")
+    for outcome in getattr(message, "results", []):
+        parts.append(f"<pre>{escape(outcome.content)}</pre>")
+    if isinstance(message.data, dict) and "approved" in message.data:
+        parts.append(_review(message.data))
     return f'<article class="message">{"".join(parts)}</article>'
 
 
-def _review(data: Record) -> str:
+def _review(data: dict[str, object]) -> str:
     approved = bool(data.get("approved"))
     verdict = '<b class="ok">approved</b>' if approved else '<b class="bad">rejected</b>'
     rows = ""
@@ -245,31 +214,23 @@ def _review(data: Record) -> str:
     return f'<div class="review">Review: {verdict}<table class="checks">{rows}</table></div>'
 
 
-def _artifacts_by_run(records: list[Record]) -> list[list[Record]]:
+def _result(events: list[TranscriptEvent]) -> CrewResult | None:
+    return next((event.result for event in events if isinstance(event, ResultEvent)), None)
+
+
+def _artifacts_by_run(events: list[TranscriptEvent]) -> list[tuple[Artifact, ...]]:
     """Each run's files as recorded: the result's list (with saved paths) if there is one."""
-    runs = [record for record in records if record.get("event") == "run"]
-    result = next((record for record in records if record.get("event") == "result"), None)
-    summaries = result.get("runs") if result is not None else None
-    listed: list[list[Record]] = []
-    for number, run in enumerate(runs):
-        data = run.get("data")
-        artifacts = data.get("artifacts") if isinstance(data, dict) else None
-        if isinstance(summaries, list) and number < len(summaries):
-            summary = summaries[number]
-            if isinstance(summary, dict) and isinstance(summary.get("artifacts"), list):
-                artifacts = summary["artifacts"]
-        listed.append(
-            [item for item in artifacts if isinstance(item, dict)]
-            if isinstance(artifacts, list)
-            else []
-        )
-    return listed
+    runs = [event.run for event in events if isinstance(event, RunEvent)]
+    result = _result(events)
+    if result is not None and len(result.runs) == len(runs):
+        runs = result.runs
+    return [run.artifacts for run in runs]
 
 
 class _FileShower:
     """Renders each run's files in turn, keeping the page's images within their budget."""
 
-    def __init__(self, by_run: list[list[Record]], data: ArtifactBytes) -> None:
+    def __init__(self, by_run: list[tuple[Artifact, ...]], data: ArtifactBytes) -> None:
         self._by_run = by_run
         self._data = data
         self._run = -1
@@ -282,11 +243,9 @@ class _FileShower:
         shown = "".join(self._file(artifact) for artifact in self._by_run[self._run])
         return f'<p>Files</p><div class="files">{shown}</div>'
 
-    def _file(self, artifact: Record) -> str:
-        name = str(artifact.get("name", ""))
-        size = artifact.get("size")
-        media_type = str(artifact.get("media_type", ""))
-        label = f"out/{name} ({size} bytes, {media_type})"
+    def _file(self, artifact: Artifact) -> str:
+        name = artifact.name
+        label = f"out/{name} ({artifact.size} bytes, {artifact.media_type})"
         data = self._data.get((self._run, name))
         image_type = raster_image_type(data) if data is not None else None
         if data is not None and image_type is not None:
@@ -306,56 +265,38 @@ class _FileShower:
         return self._named(label, "", artifact)
 
     @staticmethod
-    def _named(label: str, note: str, artifact: Record) -> str:
-        path = artifact.get("path")
+    def _named(label: str, note: str, artifact: Artifact) -> str:
         notes = [note] if note else []
-        notes.append(f"saved to {path}" if isinstance(path, str) else "not saved")
+        notes.append("not saved" if artifact.path is None else f"saved to {artifact.path}")
         return f'<p class="artifact">{escape(label)}: {escape("; ".join(notes))}</p>'
 
 
-def _run_card(record: Record, elapsed: float, code: str | None, files: str = "") -> str:
-    raw = record.get("data")
-    data: Record = raw if isinstance(raw, dict) else {}
-    if data.get("timed_out"):
-        status = f"timed out after {_number(data.get('timeout')):g}s"
-    elif data.get("oom_killed"):
-        status = "killed: out of memory"
-    else:
-        status = f"exit code {data.get('exit_code', '?')}"
-    ok = data.get("exit_code") == 0 and not data.get("timed_out") and not data.get("oom_killed")
-    extra = [status, f"ran {_number(data.get('duration')):.2f}s"]
-    parts = [_header(str(record.get("sender") or "runner"), elapsed, extra)]
+def _run_card(event: RunEvent, code: str | None, files: str = "") -> str:
+    run = event.run
+    extra = [run.status, f"ran {run.duration:.2f}s"]
+    parts = [_header(event.sender, event.elapsed, extra)]
     if code is not None:
         parts.append(f'<p>Code</p><pre class="code">{escape(code)}</pre>')
-    parts.append(f'<p>stdout</p><pre class="stdout">{escape(str(data.get("stdout", "")))}</pre>')
-    if data.get("stderr"):
-        parts.append(f'<p>stderr</p><pre class="stderr">{escape(str(data["stderr"]))}</pre>')
+    parts.append(f'<p>stdout</p><pre class="stdout">{escape(run.stdout)}</pre>')
+    if run.stderr:
+        parts.append(f'<p>stderr</p><pre class="stderr">{escape(run.stderr)}</pre>')
     parts.append(files)
-    css = "message run" if ok else "message run failed"
-    return f'<article class="{css}" data-exit-code="{escape(str(data.get("exit_code")))}">' + (
+    css = "message run" if run.ok else "message run failed"
+    return f'<article class="{css}" data-exit-code="{run.exit_code}">' + (
         "".join(parts) + "</article>"
     )
 
 
-def _attempt_card(record: Record) -> str:
-    errors = record.get("errors") or []
-    listed = "".join(f"<li>{escape(str(error))}</li>" for error in errors)
-    reply = json.dumps(record.get("reply"), indent=2, ensure_ascii=False)
+def _attempt_card(event: AttemptEvent) -> str:
+    listed = "".join(f"<li>{escape(error)}</li>" for error in event.errors)
+    reply = event.reply.model_dump_json(indent=2)
     return (
         f'<article class="message attempt"><header><span class="speaker">failed tool call '
-        f"attempt {escape(str(record.get('attempt', '')))}</span></header>"
+        f"attempt {event.attempt}</span></header>"
         f"<ul>{listed}</ul><pre>{escape(reply)}</pre></article>"
     )
 
 
-def _text(record: Record) -> str:
-    value = record.get("content", record.get("text"))
-    return value if isinstance(value, str) else ""
-
-
-def _first_text(records: list[Record]) -> str:
-    return next((_text(record) for record in records if _text(record)), "")
-
-
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) else 0.0
+def _first_text(events: list[TranscriptEvent]) -> str:
+    texts = (event.message.content for event in events if isinstance(event, MessageEvent))
+    return next((text for text in texts if text), "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,7 @@ import docker
 import docker.errors
 import pytest
 
-from sandcrew.sandbox import DockerUnavailableError
-from sandcrew.sandbox._docker_client import connect
+from sandcrew.sandbox import DockerSandbox, DockerUnavailableError, SandboxConfig, connect_docker
 from tests.sandbox.helpers import SANDBOX_IMAGE, our_containers
 
 # Variables that would point the product at a real model or change its defaults.
@@ -44,7 +43,7 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, empty_config_file: Path) -> N
 def _docker_engine() -> Iterator[docker.DockerClient]:
     """The real engine with the sandbox image; unreachable or imageless FAILS, never skips."""
     try:
-        client = connect()
+        client = connect_docker()
     except DockerUnavailableError as exc:
         pytest.fail(f"Docker tests need a reachable engine: {exc}")
     try:
@@ -63,6 +62,17 @@ def docker_client(request: pytest.FixtureRequest, _docker_engine: docker.DockerC
     if request.node.get_closest_marker("docker") is None:
         pytest.fail("a test that uses Docker must be marked @pytest.mark.docker")
     return _docker_engine
+
+
+SHORT_LIMITS = SandboxConfig(timeout=3.0)
+"""Short limits keep the attack tests fast."""
+
+
+@pytest.fixture
+async def sandbox(docker_client: docker.DockerClient) -> AsyncIterator[DockerSandbox]:
+    """A started sandbox with short limits, on the engine (tests marked ``docker`` only)."""
+    async with DockerSandbox(SHORT_LIMITS, docker_client=docker_client) as started:
+        yield started
 
 
 @pytest.fixture(autouse=True)

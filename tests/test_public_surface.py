@@ -2,14 +2,20 @@
 
 A public name (no leading underscore) in a package's namespace that is not in
 ``__all__`` is an accidental export (an import the package needed, say); a name
-in ``__all__`` that the package lacks is a broken promise. The per-package
-export tests say which names are meant.
+in ``__all__`` that the package lacks is a broken promise; a class or function
+from another library in ``__all__`` is not ours to publish. Each package lists its
+exports once (its imports); these tests hold every package to that list.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +55,47 @@ def test_public_names_are_exactly_all(package: str) -> None:
     )
     assert _public_names(module) - exported == set(), "public but not in __all__"
     assert len(module.__all__) == len(exported), "__all__ lists a name twice"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_exported_classes_and_functions_are_sandcrews_own(package: str) -> None:
+    module = importlib.import_module(package)
+    foreign = [
+        name
+        for name in module.__all__
+        if (inspect.isclass(value := getattr(module, name)) or inspect.isfunction(value))
+        and not value.__module__.startswith("sandcrew.")
+    ]
+    assert foreign == []
+
+
+LAZY_PACKAGES = ["sandcrew.agents", "sandcrew.sandbox", "sandcrew.crew"]
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_a_lazy_package_exports_exactly_what_its_type_checking_block_imports(
+    package: str,
+) -> None:
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    [block] = [node for node in tree.body if isinstance(node, ast.If)]
+    aliases = [
+        alias
+        for statement in block.body
+        if isinstance(statement, ast.ImportFrom)
+        for alias in statement.names
+    ]
+    # `X as X` is what type checkers take as a re-export: the names they see are the
+    # names the package hands out at run time.
+    assert [alias.name for alias in aliases if alias.asname != alias.name] == []
+    assert module.__all__ == [alias.name for alias in aliases]
+    assert len(module.__all__) >= 20
+
+
+def test_importing_a_lazy_package_loads_none_of_its_modules() -> None:
+    """The lazy map is read from the source on first lookup, not at import."""
+    code = "import sys, sandcrew.agents; print('sandcrew.agents._agent' in sys.modules)"
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert completed.stdout.strip() == "False"

@@ -1,28 +1,117 @@
-"""The README's runnable examples run as written."""
+"""The examples of the README and of every page in docs/ run as written.
+
+Every Python example compiles and every `sandcrew` command line parses with the real
+command line's options; the examples that need only Docker and a model server run, with
+the scripted server on loopback standing in for the model.
+"""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+import typer.main
 
-README = Path(__file__).parent.parent / "README.md"
+from sandcrew.cli import app
+from sandcrew.testing import ScriptedModelServer
+from tests.crew.conftest import FIBONACCI_ANSWER, happy_path_turns
+
+REPOSITORY = Path(__file__).parent.parent
+README = REPOSITORY / "README.md"
+PAGES = [README, *sorted((REPOSITORY / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def python_block_after(marker: str) -> str:
-    text = README.read_text(encoding="utf-8")
+def blocks(language: str) -> list[tuple[str, str]]:
+    """(page:line, text) of every fenced block of ``language`` on every page."""
+    found = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for match in FENCE.finditer(text):
+            if match.group(1) == language:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append((f"{page.relative_to(REPOSITORY)}:{line}", match.group(2)))
+    return found
+
+
+def block_after(page: Path, marker: str, language: str = "python") -> str:
+    text = page.read_text(encoding="utf-8")
     start = text.index(marker)
-    match = re.search(r"```python\n(.*?)```", text[start:], re.DOTALL)
-    assert match is not None, f"no python block after {marker!r}"
+    match = re.search(rf"```{language}\n(.*?)```", text[start:], re.DOTALL)
+    assert match is not None, f"no {language} block after {marker!r} in {page.name}"
     return match.group(1)
 
 
+def run_python(code: str, *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd,
+    )  # fmt: skip
+
+
+PYTHON_EXAMPLES = blocks("python")
+
+
+@pytest.mark.parametrize(
+    "code", [code for _, code in PYTHON_EXAMPLES], ids=[where for where, _ in PYTHON_EXAMPLES]
+)
+def test_every_python_example_compiles(code: str) -> None:
+    # Top-level `async with` is allowed: an example may show the body of a coroutine.
+    compile(code, "<example>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+
+def sandcrew_command_lines() -> list[tuple[str, list[str]]]:
+    """Every `sandcrew ...` command of every bash block, as the shell would split it."""
+    found = []
+    for where, script in blocks("bash"):
+        for line in script.replace("\\\n", " ").splitlines():
+            if "<<" in line and "<<<" not in line:
+                line = line[: line.index("<<")]  # a here-document's body is not a command
+            for command in re.split(r"&&|\|\||;|\|", line):
+                words = shlex.split(command, comments=True)
+                while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+                    words.pop(0)  # VARIABLE=value before the command
+                if words and words[0].endswith("sandcrew"):
+                    arguments = words[1:]
+                    if "<<<" in arguments:
+                        arguments = arguments[: arguments.index("<<<")]
+                    found.append((where, arguments))
+    return found
+
+
+COMMAND_LINES = sandcrew_command_lines()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [arguments for _, arguments in COMMAND_LINES],
+    ids=[f"{where} sandcrew {' '.join(arguments)}"[:90] for where, arguments in COMMAND_LINES],
+)
+def test_every_command_line_parses(arguments: list[str]) -> None:
+    group: click.Command = typer.main.get_command(app)
+    context = group.make_context("sandcrew", list(arguments), resilient_parsing=False)
+    while isinstance(group, click.Group) and context.protected_args:
+        name, *rest = [*context.protected_args, *context.args]
+        command = group.get_command(context, name)
+        assert command is not None, f"no command {name!r}"
+        group, context = command, command.make_context(name, rest, parent=context)
+    assert context.params is not None
+
+
+def test_the_pages_have_examples_to_check() -> None:
+    assert len(PYTHON_EXAMPLES) >= 8
+    assert len(COMMAND_LINES) >= 15
+
+
 def test_two_agent_chat_example_runs() -> None:
-    code = python_block_after("A two-agent chat against it")
+    code = block_after(REPOSITORY / "docs" / "models.md", "A two-agent chat against it")
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
@@ -37,12 +126,9 @@ def test_two_agent_chat_example_runs() -> None:
 @pytest.mark.docker
 def test_files_and_plots_example_runs(tmp_path: Path) -> None:
     # The image build line is CI's business (.ci/run builds python-data); the rest runs as is.
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Files and plots") :]
-    match = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
-    assert match is not None
+    example = block_after(REPOSITORY / "docs" / "sessions.md", "## Files and plots", "bash")
     script = "\n".join(
-        line for line in match.group(1).splitlines() if not line.startswith("sandcrew images")
+        line for line in example.splitlines() if not line.startswith("sandcrew images")
     )
     completed = subprocess.run(
         ["bash", "-euc", script],
@@ -84,3 +170,38 @@ def test_quick_start_first_command_works_with_no_model() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert "14 tasks: 14 passed, 0 failed, 0 errors, 0 timeouts" in completed.stdout
+
+
+@pytest.mark.docker
+def test_the_sandbox_from_python_example_runs() -> None:
+    completed = run_python(block_after(REPOSITORY / "docs" / "sessions.md", "## The sandbox"))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("42\n 0 False [RUNNER_RESULT]\nexit code 0\n42")
+
+
+def test_the_function_contract_example_runs() -> None:
+    code = block_after(REPOSITORY / "docs" / "models.md", "## Function contracts")
+    completed = run_python(code + "\nprint(review_code_block.call_json('{}').ok)\n")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "False\n"
+
+
+def test_the_invalid_settings_example_prints_what_it_says() -> None:
+    code = block_after(REPOSITORY / "docs" / "settings.md", "raise\n`sandcrew.errors")
+    said = [line.removeprefix("# ") for line in code.splitlines() if line.startswith("# ")]
+    completed = run_python(code)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == said
+
+
+@pytest.mark.docker
+def test_the_crew_from_python_example_runs_against_a_server() -> None:
+    code = block_after(REPOSITORY / "docs" / "models.md", "## The crew from Python")
+    with ScriptedModelServer(happy_path_turns()) as server:
+        # The example's local server is the scripted one here; the rest runs as written.
+        completed = run_python(code.replace("http://localhost:11434/v1", server.base_url))
+    assert completed.returncode == 0, completed.stderr
+    solved, *answer, stop_reason, rounds, tokens = completed.stdout.split()
+    assert (solved, stop_reason, rounds) == ("True", "StopReason.TERMINATED", "4")
+    assert FIBONACCI_ANSWER in " ".join(answer)
+    assert int(tokens) > 0

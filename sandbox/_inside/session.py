@@ -50,17 +50,31 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import session_channel as channel
+from .framing import write_all
 from .privileges import drop_to, make_undumpable
+from .reaper import end_every_other_process
+from .session_channel import (
+    COMMANDS_FD,
+    DISPLAY,
+    MESSAGES_FD,
+    READY,
+    RESULT,
+    ChannelError,
+    MessageReader,
+    encode_command,
+)
 from .session_files import file_request
 
 FRAME_START = b"\x1e"
 _REQUEST_HEADER_LIMIT = 256
+_REINTERRUPT_SECONDS = 0.5
+_STARTUP_ERRORS = 2048
 _CHUNK = 64 * 1024
 _MAX_FD = 65536
 _LISTING_LIMIT = 10_000
 _NAME_LIMIT = 4096
-_OOM_EVENTS = "/sys/fs/cgroup/memory.events"
+# The container's OOM-kill counter: cgroup v2, then v1.
+_OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 @dataclass
@@ -86,11 +100,13 @@ class Interpreter:
     err: int
     commands: int
     messages: int
-    reader: channel.MessageReader
+    reader: MessageReader
     started: float
     oom_kills: int
     ready: bool = False
     outgoing: bytearray = field(default_factory=bytearray)
+    keep: set[int] = field(default_factory=set)
+    """Processes of the interpreter itself (a driver's shell), spared when a cell is ended."""
 
 
 @dataclass
@@ -101,6 +117,7 @@ class Cell:
     dispatched: bool = False
     deadline: float | None = None
     grace_deadline: float | None = None
+    next_interrupt: float | None = None
     timed_out: bool = False
 
 
@@ -127,6 +144,7 @@ class Supervisor:
         self.lost_reason: str | None = None
         self.helpers: dict[int, Helper] = {}
         self.requests = bytearray()
+        self.startup_errors = b""
         self.relayed = {"out": 0, "err": 0, "display": 0}
         self.truncated = {"out": False, "err": False, "display": False}
         wake_read, wake_write = os.pipe()
@@ -146,13 +164,15 @@ class Supervisor:
         if self.nonce is None:
             self.held.append(head + payload)
             return
-        channel.write_all(1, FRAME_START + self.nonce + head + payload)
+        write_all(1, FRAME_START + self.nonce + head + payload)
 
     def emit_json(self, kind: str, payload: dict[str, Any]) -> None:
         self.emit(kind, json.dumps(payload).encode())
 
     def relay(self, stream: str, data: bytes) -> None:
         """Pass on output within the cap of the current cell; read and drop the rest."""
+        if stream == "err" and self.interpreter is not None and not self.interpreter.ready:
+            self.startup_errors = (self.startup_errors + data)[-_STARTUP_ERRORS:]
         limit = self.settings.display_bytes if stream == "display" else self.settings.output_bytes
         room = limit - self.relayed[stream]
         if len(data) > room:
@@ -180,14 +200,14 @@ class Supervisor:
                     {
                         1: out_write,
                         2: err_write,
-                        channel.COMMANDS_FD: commands_read,
-                        channel.MESSAGES_FD: messages_write,
+                        COMMANDS_FD: commands_read,
+                        MESSAGES_FD: messages_write,
                     }
                 )
             except BaseException as error:
                 message = f"sandcrew: cannot start the interpreter: {error}\n".encode()
                 with contextlib.suppress(OSError):
-                    channel.write_all(err_write, message)
+                    write_all(err_write, message)
             os._exit(126)
         for descriptor in (out_write, err_write, commands_read, messages_write):
             os.close(descriptor)
@@ -199,7 +219,7 @@ class Supervisor:
             err=err_read,
             commands=commands_write,
             messages=messages_read,
-            reader=channel.MessageReader(settings.display_bytes + _CHUNK),
+            reader=MessageReader(settings.display_bytes + _CHUNK),
             started=time.monotonic(),
             oom_kills=oom_kills,
         )
@@ -258,14 +278,7 @@ class Supervisor:
 
     def kill_everything(self) -> None:
         """SIGKILL every process but the init and this one, until none is left."""
-        give_up = time.monotonic() + 5.0
-        while time.monotonic() < give_up:
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                break
-            self.reap_quietly()
-            time.sleep(0.002)
+        end_every_other_process(5.0)
         self.reap_quietly()
         for pid in list(self.helpers):
             self.finish_helper(pid, {"error": "the session's interpreter was restarted"})
@@ -282,6 +295,7 @@ class Supervisor:
         keep = {1, os.getpid(), *self.helpers}
         if self.interpreter is not None:
             keep.add(self.interpreter.pid)
+            keep.update(self.interpreter.keep)
         give_up = time.monotonic() + 1.0
         while time.monotonic() < give_up:
             found = False
@@ -314,7 +328,8 @@ class Supervisor:
         self.drain()
         reason = _death_reason(status, _oom_kills() > interpreter.oom_kills)
         if not interpreter.ready:
-            self.emit_json("failed", {"reason": reason})
+            said = self.startup_errors.decode("utf-8", "replace").strip()
+            self.emit_json("failed", {"reason": f"{reason}: {said}" if said else reason})
             raise SystemExit(1)
         if self.cell is None:
             self.lost_reason = reason
@@ -346,7 +361,7 @@ class Supervisor:
             return
         cell.dispatched = True
         cell.deadline = time.monotonic() + cell.limit
-        interpreter.outgoing += channel.encode_command({"seq": cell.seq, "code": cell.code})
+        interpreter.outgoing += encode_command({"seq": cell.seq, "code": cell.code})
         cell.code = ""
         self.selector.register(interpreter.commands, selectors.EVENT_WRITE, "commands")
 
@@ -385,13 +400,17 @@ class Supervisor:
     def on_message(self, kind: bytes, payload: dict[str, Any]) -> None:
         interpreter = self.interpreter
         assert interpreter is not None
-        if kind == channel.READY and not interpreter.ready:
+        if kind == READY and not interpreter.ready:
             interpreter.ready = True
+            self.last_activity = time.monotonic()  # idle from now, not from the start
+            keep = payload.get("keep")
+            if isinstance(keep, list):
+                interpreter.keep = {pid for pid in keep[:8] if isinstance(pid, int) and pid > 1}
             self.emit_json("ready", {"count": payload.get("count")})
             self.dispatch()
-        elif kind == channel.DISPLAY:
+        elif kind == DISPLAY:
             self.relay("display", json.dumps(payload).encode())
-        elif kind == channel.RESULT:
+        elif kind == RESULT:
             cell = self.cell
             if cell is not None and cell.dispatched and payload.get("seq") == cell.seq:
                 self.end_cell(count=payload.get("count"), error=payload.get("error"))
@@ -422,10 +441,22 @@ class Supervisor:
         elif cell.deadline is not None and cell.grace_deadline is None and now >= cell.deadline:
             cell.timed_out = True
             cell.grace_deadline = now + self.settings.grace_seconds
-            if self.interpreter is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.interpreter.pid, signal.SIGINT)
-            self.kill_cell_processes()
+            self.interrupt_timed_out_cell(cell, now)
+        elif cell.next_interrupt is not None and now >= cell.next_interrupt:
+            self.interrupt_timed_out_cell(cell, now)
+
+    def interrupt_timed_out_cell(self, cell: Cell, now: float) -> None:
+        """SIGINT the interpreter and end every other process, again until the cell reports.
+
+        Again, because Python drops a ``KeyboardInterrupt`` raised while it runs
+        its at-fork callbacks (where code that forks in a loop spends its time),
+        and a process may have forked while the others were being killed.
+        """
+        cell.next_interrupt = now + _REINTERRUPT_SECONDS
+        if self.interpreter is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.interpreter.pid, signal.SIGINT)
+        self.kill_cell_processes()
 
     # -- requests from the host ---------------------------------------------------------
 
@@ -446,7 +477,7 @@ class Supervisor:
             self.nonce = bytes(self.requests[:newline])
             del self.requests[: newline + 1]
             for frame in self.held:
-                channel.write_all(1, FRAME_START + self.nonce + frame)
+                write_all(1, FRAME_START + self.nonce + frame)
             self.held = []
         while self.take_request():
             pass
@@ -507,7 +538,7 @@ class Supervisor:
             except BaseException as error:
                 answer = json.dumps({"error": str(error)}).encode() + b"\n"
             with contextlib.suppress(OSError):
-                channel.write_all(write_end, answer)
+                write_all(write_end, answer)
             os._exit(0)
         os.close(write_end)
         os.set_blocking(read_end, False)
@@ -570,7 +601,8 @@ class Supervisor:
         if self.cell is None:
             moments.append(self.last_activity + self.settings.idle_seconds)
         else:
-            for moment in (self.cell.deadline, self.cell.grace_deadline):
+            cell = self.cell
+            for moment in (cell.deadline, cell.grace_deadline, cell.next_interrupt):
                 if moment is not None:
                     moments.append(moment)
         return max(0.0, min(moments) - now)
@@ -587,6 +619,8 @@ class Supervisor:
                 self.finish("the session reached its maximum lifetime")
             if (
                 self.cell is None
+                and self.interpreter is not None
+                and self.interpreter.ready
                 and now - self.last_activity >= self.settings.idle_seconds
                 and not self.helpers
             ):
@@ -635,7 +669,7 @@ class Supervisor:
             return
         try:
             messages = interpreter.reader.feed(data)
-        except channel.ChannelError as error:
+        except ChannelError as error:
             self.restart(f"the interpreter broke its channel to the supervisor ({error})")
             return
         for kind, payload in messages:
@@ -693,14 +727,15 @@ def _wait_briefly(pid: int) -> int | None:
 
 
 def _oom_kills() -> int:
-    try:
-        with open(_OOM_EVENTS, encoding="ascii") as handle:
-            for line in handle:
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-    except (OSError, ValueError):
-        pass
+    for path in _OOM_COUNTERS:
+        try:
+            with open(path, encoding="ascii") as handle:
+                for line in handle:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
     return 0
 
 

@@ -24,6 +24,8 @@ import json
 import os
 from typing import Any
 
+from .framing import write_all
+
 COMMANDS_FD = 3
 MESSAGES_FD = 4
 
@@ -37,13 +39,6 @@ _LENGTH_SIZE = 4
 
 class ChannelError(Exception):
     """The other side broke the channel's format."""
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write every byte of ``data`` (``os.write`` may take fewer)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def encode_command(payload: dict[str, Any]) -> bytes:

@@ -14,7 +14,7 @@ import os
 import stat
 from typing import Any
 
-from .session_channel import write_all
+from .framing import write_all
 
 _CHUNK = 64 * 1024
 _LISTING_LIMIT = 10_000

@@ -25,7 +25,7 @@ import signal
 import sys
 from typing import Any
 
-from . import session_channel as channel
+from .session_channel import DISPLAY, READY, RESULT, receive_command, send_message
 
 _BINARY_PREFIXES = ("image/", "application/pdf", "audio/", "video/")
 _state = {"in_cell": False}
@@ -66,7 +66,7 @@ def _flush() -> None:
 
 def _send_display(kind: str, data: dict[str, Any]) -> None:
     _flush()  # what the cell printed before the display comes first
-    channel.send_message(channel.DISPLAY, _bundle(kind, data))
+    send_message(DISPLAY, _bundle(kind, data))
 
 
 def _make_shell() -> Any:
@@ -96,6 +96,19 @@ def _make_shell() -> Any:
 
     class SessionShell(InteractiveShell):  # type: ignore[misc]
         last_error: dict[str, str] | None = None
+
+        def showtraceback(self, exc_tuple: Any = None, *args: Any, **kwargs: Any) -> None:
+            # An interrupt is reported at once: formatting a traceback can take
+            # seconds on a busy machine, and the interrupt's grace period is short.
+            kind = exc_tuple[0] if exc_tuple else sys.exc_info()[0]
+            if kind is KeyboardInterrupt:
+                self.last_error = {
+                    "name": "KeyboardInterrupt",
+                    "value": "",
+                    "traceback": "KeyboardInterrupt: the cell was interrupted",
+                }
+                return
+            super().showtraceback(exc_tuple, *args, **kwargs)
 
         def _showtraceback(self, etype: Any, evalue: Any, stb: Any) -> None:
             text = stb if isinstance(stb, str) else "\n".join(stb)
@@ -143,6 +156,15 @@ def _restore_streams(saved: dict[int, int]) -> None:
                 pass
 
 
+def _reap_children() -> None:
+    """Collect the children an interrupted cell left (the supervisor killed them)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def main(arguments: list[str]) -> None:
     sys.dont_write_bytecode = True
     sys.argv = [""]
@@ -150,9 +172,9 @@ def main(arguments: list[str]) -> None:
     saved = {number: os.dup(number) for number in (1, 2)}
     signal.signal(signal.SIGINT, _on_interrupt)
     shell = _make_shell()
-    channel.send_message(channel.READY, {"count": shell.execution_count})
+    send_message(READY, {"count": shell.execution_count})
     while True:
-        command = channel.receive_command()
+        command = receive_command()
         if command is None:
             return
         _restore_streams(saved)
@@ -162,10 +184,18 @@ def main(arguments: list[str]) -> None:
         try:
             shell.run_cell(str(command.get("code", "")), store_history=True)
             _state["in_cell"] = False
-        except KeyboardInterrupt:  # an interrupt just as the cell ended
+        except KeyboardInterrupt:  # a repeated interrupt while the cell was ending
             _state["in_cell"] = False
+            if shell.last_error is None:
+                shell.last_error = {
+                    "name": "KeyboardInterrupt",
+                    "value": "",
+                    "traceback": "KeyboardInterrupt: the cell was interrupted",
+                }
+        if shell.last_error is not None and shell.last_error["name"] == "KeyboardInterrupt":
+            _reap_children()
         _flush()
-        channel.send_message(
-            channel.RESULT,
+        send_message(
+            RESULT,
             {"seq": command.get("seq"), "count": count, "error": shell.last_error},
         )

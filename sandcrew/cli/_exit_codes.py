@@ -1,4 +1,4 @@
-"""The one exit-code table of every command (the README repeats it for users).
+"""The one exit-code table of every command (docs/exit-codes-and-formats.md repeats it for users).
 
 ``solve`` and ``suite`` follow the shell's conventions; ``run`` follows ``docker run`` and
 ``timeout(1)``, so that the program's own exit code passes through untouched and a script
@@ -15,7 +15,8 @@ from sandcrew.errors import UserError
 class ExitCode(enum.IntEnum):
     OK = 0
     NOT_SOLVED = 1
-    """``solve``: the crew did not answer; ``suite``: tasks failed or regressed."""
+    """``solve``: the crew did not answer; ``suite run``: tasks failed or regressed;
+    ``suite evaluate``: samples left without a verdict (the sandbox failed)."""
     USAGE = 2
     """Bad flags or configuration: no or unknown model, bad key or URL, missing image."""
     INFRASTRUCTURE = 3

@@ -15,8 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 import sandcrew
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.cli import _options as options, _output
 from sandcrew.crew import CrewSettings
 from sandcrew.errors import SandcrewError
 from sandcrew.sandbox import (
@@ -270,8 +269,12 @@ def tool_calling_check(settings: CrewSettings) -> Check:
     ``tool_choice`` (what the reviewer sends) and one with ``"auto"``."""
     import asyncio
 
-    from sandcrew.agents import GenerateReplyOptions, OpenAIChatAgent, TextMessage
-    from sandcrew.agents import ToolCallMessage as CallMessage
+    from sandcrew.agents import (
+        GenerateReplyOptions,
+        OpenAIChatAgent,
+        TextMessage,
+        ToolCallMessage as CallMessage,
+    )
 
     named = {"type": "function", "function": {"name": "report_status"}}
     question = [TextMessage(role="user", content="Call report_status with ready=true.")]

@@ -9,8 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.cli import _options as options, _output
 from sandcrew.errors import UserError
 from sandcrew.sandbox import BaseSource, build_images, connect_docker, list_images
 

@@ -25,8 +25,7 @@ from typing import Annotated
 
 import typer
 
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.cli import _options as options, _output
 from sandcrew.cli._files import files_from_paths
 from sandcrew.cli._output import is_terminal
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes

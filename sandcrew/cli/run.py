@@ -11,8 +11,7 @@ from typing import Annotated, Any, BinaryIO
 import typer
 from rich.markup import escape
 
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -20,10 +18,8 @@ from rich.panel import Panel
 from rich.status import Status
 from rich.text import Text
 
-import sandcrew
-from sandcrew.agents import FunctionCallRequiredError, Message, StopReason, render_message
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output
+from sandcrew.agents import Message, render_message
+from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._preflight import check_before_solving
@@ -32,9 +28,7 @@ from sandcrew.cli.run import artifact_lines
 from sandcrew.crew import CrewResult, CrewSettings, SessionSandbox, solve_task
 from sandcrew.errors import InfrastructureError, UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, load_input_files
-
-RESULT_FORMAT = 1
-"""Version of the ``--json`` result and of the transcript's records."""
+from sandcrew.transcript import TranscriptWriter
 
 
 def solve(
@@ -132,13 +126,18 @@ def solve(
     # Piped, a --json run keeps stderr for its one JSON error object.
     show_waiting = not quiet and (not as_json or _output.is_terminal(sys.stderr))
     waiting = _WaitingLine(_output.console(stderr=True)) if show_waiting else None
-    with _open_transcript(transcript, keep=html is not None) as recorder:
-        recorder.header(task, settings)
+    with _open_transcript(transcript, keep=html is not None) as writer:
+        writer.header(task, settings)
 
         async def on_message(message: Message) -> None:
-            recorder.message(message)
+            writer.message(message)
             if stream_chat:
                 console.print(_render(message))
+
+        def on_stopped(so_far: CrewResult) -> None:
+            writer.result(so_far)
+            if as_json:
+                print_result(so_far)
 
         try:
             result = asyncio.run(
@@ -147,21 +146,20 @@ def solve(
                     settings,
                     in_session=session,
                     on_message=on_message,
+                    on_stopped=on_stopped,
                     files=files,
                     output_files=out is not None,
                     watcher=waiting,
                 )
             )
         except KeyboardInterrupt:
-            summary = recorder.stopped(task)
-            if as_json:
-                typer.echo(json.dumps(summary, indent=2))
             raise typer.Exit(ExitCode.INTERRUPTED) from None
         where = None
         if out is not None:
             # Runs save in order: a later run's file replaces an earlier one of that name.
-            result.runs[:], where = save_run_files(result.runs, out)
-        recorder.result(result)
+            saved_runs, where = save_run_files(result.runs, out)
+            result = result.model_copy(update={"runs": saved_runs})
+        writer.result(result)
     if html is not None:
         from sandcrew.transcript_page import write_transcript_page
 
@@ -170,9 +168,9 @@ def solve(
             for number, run in enumerate(result.runs)
             for artifact in run.artifacts
         }
-        write_transcript_page(recorder.records, html, artifact_bytes=written)
+        write_transcript_page(writer.events, html, artifact_bytes=written)
     if as_json:
-        typer.echo(json.dumps(result_summary(result), indent=2))
+        print_result(result)
     else:
         _print_outcome(console, result, quiet=quiet)
         if not quiet:
@@ -199,56 +197,23 @@ async def _solve(
         await chat_sandbox.aclose()
 
 
+def print_result(result: CrewResult) -> None:
+    """The ``--json`` document: the outcome's own dump (non-ASCII escaped, so no control
+    character of a model's or a program's text reaches the terminal)."""
+    typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+
+
 def exit_code_for(result: CrewResult) -> ExitCode:
     """0 solved; a model that rejects our key or does not exist is a configuration error."""
     if result.solved:
         return ExitCode.OK
-    if isinstance(result.error, UserError):
+    if isinstance(result.exception, UserError):
         return ExitCode.USAGE
-    if isinstance(result.error, InfrastructureError) and result.error.retryable:
+    if isinstance(result.exception, InfrastructureError) and result.exception.retryable:
         # Unreachable or failing after retries. A request the model refused (its context is
         # too small, say) is an answer: the task was not solved.
         return ExitCode.INFRASTRUCTURE
     return ExitCode.NOT_SOLVED
-
-
-def result_summary(result: CrewResult) -> dict[str, Any]:
-    """The ``--json`` document: answer, stop reason, rounds, tokens and runs."""
-    return {
-        "format": RESULT_FORMAT,
-        "task": result.task,
-        "solved": result.solved,
-        "answer": result.answer,
-        "stop_reason": result.stop_reason.value,
-        "stop_detail": result.stop_detail,
-        "rounds": result.rounds,
-        "total_tokens": result.total_tokens,
-        "tokens_estimated": result.tokens_estimated,
-        "duration": round(result.duration, 3),
-        "runs": [_run_summary(run) for run in result.runs],
-        "error": None if result.error is None else str(result.error),
-        "notes": result.notes,
-    }
-
-
-def _run_summary(run: ExecutionResult) -> dict[str, Any]:
-    return run.model_dump(
-        mode="json",
-        include={
-            "run_id",
-            "language",
-            "exit_code",
-            "timed_out",
-            "oom_killed",
-            "duration",
-            "image",
-            "stdout",
-            "stderr",
-            "artifacts",
-            "artifacts_truncated",
-            "artifacts_skipped",
-        },
-    )
 
 
 def _render(message: Message) -> RenderableType:
@@ -334,96 +299,14 @@ class _WaitingLine:
             self._status = None
 
 
-class _TranscriptRecorder:
-    """Appends one JSON object per line: every message, then the final result."""
-
-    def __init__(self, file: IO[str] | None, *, keep: bool = False) -> None:
-        self._file = file
-        self._keep = keep
-        self._started = time.monotonic()
-        self.records: list[dict[str, Any]] = []
-        """Every record, when asked to keep them (for the HTML page)."""
-        self._runs: list[ExecutionResult] = []
-        self._rounds = 0
-
-    def header(self, task: str, settings: CrewSettings) -> None:
-        """The first record: who ran what, where, with which settings, and when."""
-        self._write(
-            {
-                "event": "header",
-                "format": RESULT_FORMAT,
-                "sandcrew": sandcrew.__version__,
-                "task": task,
-                "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                "models": {
-                    role: settings.model_for(role) for role in ("admin", "coder", "reviewer")
-                },
-                "endpoint": settings.endpoint.base_url,
-                "settings": settings.model_dump(mode="json", exclude={"endpoint": {"api_key"}}),
-            }
-        )
-
-    def _write(self, record: dict[str, Any]) -> None:
-        if self._file is None and not self._keep:
-            return
-        record["elapsed"] = round(time.monotonic() - self._started, 4)
-        if self._keep:
-            # The page shows what the file holds: the record as its JSON reads back.
-            self.records.append(json.loads(json.dumps(record)))
-        if self._file is not None:
-            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self._file.flush()
-
-    def message(self, message: Message) -> None:
-        record = {"event": "message", **message.model_dump(mode="json")}
-        if isinstance(message.data, ExecutionResult):
-            record["event"] = "run"
-            self._runs.append(message.data)
-        if message.sender != "admin" or self._rounds:
-            self._rounds += 1
-        self._write(record)
-
-    def stopped(self, task: str) -> dict[str, Any]:
-        """The closing result when the user stopped the chat (Ctrl-C); returns it too."""
-        summary = {
-            "format": RESULT_FORMAT,
-            "task": task,
-            "solved": False,
-            "answer": None,
-            "stop_reason": StopReason.CALLER_STOPPED.value,
-            "stop_detail": "interrupted by the user (Ctrl-C)",
-            "rounds": max(self._rounds - 1, 0),
-            "total_tokens": None,
-            "duration": round(time.monotonic() - self._started, 3),
-            "runs": [_run_summary(run) for run in self._runs],
-            "error": None,
-        }
-        self._write({"event": "result", **summary})
-        return summary
-
-    def result(self, result: CrewResult) -> None:
-        if isinstance(result.error, FunctionCallRequiredError):
-            # The calls a model got wrong never reach the chat; keep them for the post-mortem.
-            for number, attempt in enumerate(result.error.attempts, start=1):
-                self._write(
-                    {
-                        "event": "tool_call_attempt",
-                        "attempt": number,
-                        "reply": attempt.reply.model_dump(mode="json"),
-                        "errors": attempt.errors,
-                    }
-                )
-        self._write({"event": "result", **result_summary(result)})
-
-
 @contextlib.contextmanager
-def _open_transcript(path: Path | None, *, keep: bool) -> Iterator[_TranscriptRecorder]:
+def _open_transcript(path: Path | None, *, keep: bool) -> Iterator[TranscriptWriter]:
     if path is None:
-        yield _TranscriptRecorder(None, keep=keep)
+        yield TranscriptWriter(None, keep=keep)
         return
     try:
         file = path.open("w", encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write the transcript to {path}: {error}") from None
     with file:
-        yield _TranscriptRecorder(file, keep=keep)
+        yield TranscriptWriter(file, keep=keep)

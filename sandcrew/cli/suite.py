@@ -29,8 +29,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sandcrew.cli import _options as options
-from sandcrew.cli import _output, suite_evaluate
+from sandcrew.cli import _options as options, _output, suite_evaluate
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._terminal import visible_controls
 from sandcrew.cli.suite_evaluate import IsolationName
@@ -118,7 +117,7 @@ def run(
         IsolationName,
         typer.Option(
             help="task: a new container per check; batch: one container for many checks, "
-            "each as its own uid in its own directory (see the README's security section).",
+            "each as its own uid in its own directory (see docs/security.md).",
         ),
     ] = IsolationName.TASK,
     model: options.Model = None,
@@ -363,7 +362,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
     if len(shown) > FULL_TABLE_LIMIT:
         shown = [result for result in report.results if not result.passed]
         hidden = len(report.results) - len(shown)
-    crew_columns = any(result.rounds is not None for result in report.results)
+    crew_columns = any(result.crew is not None for result in report.results)
     if shown:
         table = Table(title=f"{report.suite} · solver {report.solver}")
         table.add_column("Task", no_wrap=True)
@@ -385,11 +384,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
                 str(result.container_runs),
             ]
             if crew_columns:
-                row += [
-                    _optional(result.rounds),
-                    _optional(result.total_tokens),
-                    _cell(result.stop_reason or ""),
-                ]
+                row += [_cell(cell) for cell in result.crew_cells()]
             row.append(_cell(_last_lines(result.detail)))
             table.add_row(*row)
         console.print(table)
@@ -454,10 +449,6 @@ def _exit_code(
 def _count(number: int, noun: str, plural: str | None = None) -> str:
     """``1 task``, ``2 tasks``: the noun agrees with the number."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
-
-
-def _optional(value: int | None) -> str:
-    return "" if value is None else str(value)
 
 
 def _cell(text: str) -> str:

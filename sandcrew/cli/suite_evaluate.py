@@ -2,9 +2,10 @@
 
 A thin shell over :func:`sandcrew.suites.evaluate_samples`: it reads the
 options, shows progress (a bar with ETA on a terminal, plain lines when
-piped), prints pass@k and picks the exit code (0 every sample checked, 1 some
-samples had no verdict because the sandbox failed, 2 usage errors, 130
-interrupted).
+piped), prints pass@k and picks the exit code from the one table (0 every sample
+checked, 1 some samples had no verdict because the sandbox failed, 2 usage or
+configuration errors, 3 Docker unreachable, 130 interrupted). The sandbox's settings
+come from ``--config`` and ``SANDCREW_SANDBOX__*`` like every command's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sandcrew.cli import _output
+from sandcrew.cli import _options as options, _output
+from sandcrew.cli._exit_codes import ExitCode
+from sandcrew.cli._preflight import check_sandbox_image
 
 
 class IsolationName(enum.StrEnum):
@@ -34,8 +37,6 @@ if TYPE_CHECKING:
 
     from sandcrew.suites import Evaluation, SampleResult
 
-UNCHECKED_EXIT = 1
-INTERRUPTED_EXIT = 130
 PLAIN_PROGRESS_SECONDS = 10.0
 """When piped, a progress line at least this often (and at every tenth of the samples)."""
 
@@ -72,15 +73,19 @@ def evaluate(
         IsolationName,
         typer.Option(
             help="task: a new container per sample; batch: one container for many samples, "
-            "each as its own uid in its own directory (see the README's security section).",
+            "each as its own uid in its own directory (see docs/security.md).",
         ),
     ] = IsolationName.TASK,
+    config: options.Config = None,
 ) -> None:
     """Check every sample in a throwaway container; write SAMPLES_results.jsonl and pass@k."""
     from sandcrew.suites import check_executor, evaluate_samples
     from sandcrew.suites._pass_at_k import parse_ks
 
     ks = parse_ks(k)
+    settings = options.settings_from_options(config=config)
+    # As `suite run`: a missing image is a setup problem (2), said before any sample runs.
+    check_sandbox_image(settings.sandbox, "python")
     progress = _ProgressReporter(_output.console(stderr=True))
     try:
         with progress:
@@ -92,16 +97,16 @@ def evaluate(
                     concurrency=concurrency,
                     check_timeout=timeout,
                     ignore_incomplete=ignore_incomplete,
-                    executor=check_executor(isolation.value),
+                    executor=check_executor(isolation.value, settings.sandbox),
                     on_start=progress.start,
                     on_result=progress.advance,
                 )
             )
     except KeyboardInterrupt:
         _output.console(stderr=True).print("[yellow]Interrupted: no results file written.[/]")
-        raise typer.Exit(INTERRUPTED_EXIT) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     _print_summary(_output.console(), evaluation)
-    raise typer.Exit(UNCHECKED_EXIT if evaluation.errors else 0)
+    raise typer.Exit(ExitCode.NOT_SOLVED if evaluation.errors else ExitCode.OK)
 
 
 class _ProgressReporter:

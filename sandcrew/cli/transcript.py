@@ -19,15 +19,12 @@ def transcript(
     html: Annotated[Path, typer.Option(help="Write the self-contained HTML page here.")],
 ) -> None:
     """Render a solve transcript as a self-contained HTML page."""
-    from sandcrew.transcript_page import (
-        read_transcript,
-        saved_artifact_bytes,
-        write_transcript_page,
-    )
+    from sandcrew.transcript import read_transcript
+    from sandcrew.transcript_page import saved_artifact_bytes, write_transcript_page
 
     if not html.parent.is_dir():
         raise UserError(f"--html {html}: the folder {html.parent} does not exist")
-    records = read_transcript(source)
+    events = read_transcript(source)
     # The images among the files that `solve --out` saved are shown on the page.
-    write_transcript_page(records, html, artifact_bytes=saved_artifact_bytes(records))
+    write_transcript_page(events, html, artifact_bytes=saved_artifact_bytes(events))
     _output.console(stderr=True, highlight=False).print(f"wrote {escape(str(html))}")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Self
 
 import openai
@@ -20,7 +20,6 @@ from sandcrew.agents import (
     MiddlewareAgent,
     ModelCallWatcher,
     OpenAIChatAgent,
-    StopReason,
     TextMessage,
     TokenMeter,
     TrimContextMiddleware,
@@ -37,6 +36,7 @@ from sandcrew.crew._prompts import (
     coder_prompt,
     describe_run_files,
 )
+from sandcrew.crew._result import CrewResult
 from sandcrew.crew._review import VerdictMiddleware, review_code_block
 from sandcrew.crew._runner import RunnerAgent
 from sandcrew.crew._settings import CrewMode, CrewSettings, ModelRole
@@ -47,32 +47,7 @@ CONTEXT_RESERVED_FOR_REPLY = 1024
 """Tokens of the model's context left free for its reply."""
 
 OnMessage = Callable[[Message], Awaitable[None] | None]
-
-
-@dataclass(frozen=True)
-class CrewResult:
-    """How one task went."""
-
-    task: str
-    solved: bool
-    """The admin declared the task answered after a successful run (the stop policy's
-    :func:`~sandcrew.agents.is_solved`)."""
-    answer: str | None
-    stop_reason: StopReason
-    stop_detail: str
-    rounds: int
-    total_tokens: int
-    runs: list[ExecutionResult]
-    last_code: str | None
-    """The last code block the coder wrote (what a suite checks for code tasks)."""
-    duration: float
-    messages: list[Message] = field(repr=False)
-    error: BaseException | None = field(default=None, repr=False, compare=False)
-    notes: list[str] = field(default_factory=list)
-    """What the chat decided on its own, e.g. a fallback speaker and why."""
-    tokens_estimated: bool = False
-    """Some of ``total_tokens`` were estimated (the endpoint reported no usage, or a request
-    ended without a reply)."""
+OnStopped = Callable[[CrewResult], None]
 
 
 class Crew:
@@ -195,29 +170,37 @@ class Crew:
             chat.send_introduction(text, sender=name)
         return chat
 
-    async def solve(self, task: str, *, on_message: OnMessage | None = None) -> CrewResult:
-        """Run the chat on ``task`` to its end; ``on_message`` sees every new message."""
+    async def solve(
+        self,
+        task: str,
+        *,
+        on_message: OnMessage | None = None,
+        on_stopped: OnStopped | None = None,
+    ) -> CrewResult:
+        """Run the chat on ``task`` to its end; ``on_message`` sees every new message.
+
+        Cancelled (Ctrl-C), the solve tells ``on_stopped`` its outcome so far (stop reason
+        ``caller_stopped``) before the cancellation goes on.
+        """
         content = task + describe_run_files(self.files, output_files=self._output_files)
         opening = TextMessage(role="user", content=content, sender=self.admin.name)
         first_run = len(self.runner.runs)
-        spent_before = self.token_meter.spent
+        spent_before = self.token_meter.spent.total_tokens
         started = time.monotonic()
         stream = self.chat.send([opening], max_round=self.settings.max_rounds)
-        if on_message is not None:
-            await _deliver(on_message, opening)
-        async for message in stream:
+        try:
             if on_message is not None:
-                await _deliver(on_message, message)
+                await _deliver(on_message, opening)
+            async for message in stream:
+                if on_message is not None:
+                    await _deliver(on_message, message)
+        except asyncio.CancelledError:
+            if on_stopped is not None:
+                runs = self.runner.runs[first_run:]
+                on_stopped(self._result(task, stream.result, started, runs, spent_before))
+            raise
         runs = self.runner.runs[first_run:]
-        result = self._result(task, stream.result, time.monotonic() - started, runs)
-        # The meter also saw what the chat cannot: requests that ended the chat with an error
-        # and requests abandoned when the time budget ran out.
-        spent = self.token_meter.spent.total_tokens - spent_before.total_tokens
-        return dataclasses.replace(
-            result,
-            total_tokens=max(result.total_tokens, spent),
-            tokens_estimated=result.tokens_estimated or self.token_meter.spent.estimated,
-        )
+        return self._result(task, stream.result, started, runs, spent_before)
 
     async def aclose(self) -> None:
         """Close the model client if this crew made it."""
@@ -231,12 +214,20 @@ class Crew:
         await self.aclose()
 
     def _result(
-        self, task: str, chat: ChatResult, duration: float, runs: list[ExecutionResult]
+        self,
+        task: str,
+        chat: ChatResult,
+        started: float,
+        runs: list[ExecutionResult],
+        spent_before: int,
     ) -> CrewResult:
         answer = final_answer(chat.stop_reason, chat.last_message)
         solved = is_solved(chat.stop_reason, sum(run.ok for run in runs))
         if solved and not answer and runs[-1].ok:
             answer = runs[-1].stdout.strip()
+        # The meter also saw what the chat cannot: requests that ended the chat with an error
+        # and requests abandoned when the time budget ran out (or the caller stopped).
+        spent = self.token_meter.spent
         return CrewResult(
             task=task,
             solved=solved,
@@ -244,14 +235,14 @@ class Crew:
             stop_reason=chat.stop_reason,
             stop_detail=chat.detail,
             rounds=chat.rounds,
-            total_tokens=chat.usage.total_tokens,
+            total_tokens=max(chat.usage.total_tokens, spent.total_tokens - spent_before),
+            tokens_estimated=chat.usage.estimated or spent.estimated,
+            duration=time.monotonic() - started,
             runs=runs,
             last_code=_last_code(chat.messages, self.coder.name),
-            duration=duration,
-            messages=chat.messages,
-            error=chat.error,
             notes=chat.notes,
-            tokens_estimated=chat.usage.estimated,
+            messages=chat.messages,
+            exception=chat.error,
         )
 
 
@@ -282,36 +273,42 @@ async def solve_task(
     files: Mapping[str, bytes] | None = None,
     output_files: bool = False,
     watcher: ModelCallWatcher | None = None,
+    on_stopped: OnStopped | None = None,
 ) -> CrewResult:
     """Solve ``task`` with a fresh crew; the sandbox is made (and closed) here if not given.
 
     ``files`` go into every run's work dir; with ``output_files`` the task also
     tells the crew that files written into ``out/`` are returned. With a Docker
     sandbox, the coder is told which Python packages the image has (when its
-    label says). ``watcher`` is told when each model call starts and ends.
+    label says). ``watcher`` is told when each model call starts and ends;
+    ``on_stopped`` gets the outcome so far if the solve is cancelled (see :meth:`Crew.solve`).
     """
+    crew_options = _CrewOptions(on_message, on_stopped, files, output_files, watcher)
     if sandbox is not None:
-        return await _solve_in(task, settings, sandbox, on_message, files, output_files, watcher)
+        return await _solve_in(task, settings, sandbox, crew_options)
     async with DockerSandbox(settings.sandbox) as owned:
-        return await _solve_in(task, settings, owned, on_message, files, output_files, watcher)
+        return await _solve_in(task, settings, owned, crew_options)
+
+
+@dataclass(frozen=True)
+class _CrewOptions:
+    on_message: OnMessage | None
+    on_stopped: OnStopped | None
+    files: Mapping[str, bytes] | None
+    output_files: bool
+    watcher: ModelCallWatcher | None
 
 
 async def _solve_in(
-    task: str,
-    settings: CrewSettings,
-    sandbox: Sandbox,
-    on_message: OnMessage | None,
-    files: Mapping[str, bytes] | None,
-    output_files: bool,
-    watcher: ModelCallWatcher | None,
+    task: str, settings: CrewSettings, sandbox: Sandbox, options: _CrewOptions
 ) -> CrewResult:
     packages = await sandbox.image_packages()
     async with Crew(
         settings,
         sandbox,
-        files=files,
-        output_files=output_files,
+        files=options.files,
+        output_files=options.output_files,
         packages=packages,
-        watcher=watcher,
+        watcher=options.watcher,
     ) as crew:
-        return await crew.solve(task, on_message=on_message)
+        return await crew.solve(task, on_message=options.on_message, on_stopped=options.on_stopped)

@@ -7,20 +7,14 @@ budgets meaningful; the command line and the config file only feed these models.
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal, Self
+from typing import Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ModelWrapValidatorHandler,
-    ValidationError,
-    model_validator,
 )
 
 from sandcrew.agents import DEFAULT_MODEL, ModelEndpoint
-from sandcrew.core import describe_invalid_value
-from sandcrew.errors import ConfigurationError
+from sandcrew.core._settings_model import SettingsModel
 from sandcrew.sandbox import SandboxConfig
 
 ModelRole = Literal["admin", "coder", "reviewer"]
@@ -31,23 +25,6 @@ MAX_TIME_BUDGET = 7 * 24 * 3600.0
 """A week: the longest wall-clock budget a chat accepts."""
 MAX_TOKEN_BUDGET = 10**9
 MAX_REVIEW_ATTEMPTS = 10
-
-
-class InvalidSettings(ConfigurationError):
-    """Settings that fail validation; ``problems`` holds (dotted field name, why) pairs."""
-
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
-        self.problems = problems
-        listed = "; ".join(f"{name}: {why}" for name, why in problems)
-        super().__init__(f"invalid settings: {listed}")
-
-
-def _dotted(location: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in location)
-
-
-def _why(problem: Any) -> str:
-    return describe_invalid_value({**problem, "loc": ()})
 
 
 class CrewMode(enum.StrEnum):
@@ -61,10 +38,8 @@ class CrewMode(enum.StrEnum):
     """The graph narrows the candidates; the admin decides only between several."""
 
 
-class CrewSettings(BaseModel):
+class CrewSettings(SettingsModel):
     """Everything a crew needs to run one task."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     endpoint: ModelEndpoint = Field(default_factory=ModelEndpoint)
     """Where the models live (one client for every agent) and the default model."""
@@ -86,16 +61,6 @@ class CrewSettings(BaseModel):
     """Longer texts (run outputs, long replies) reach a model trimmed to head and tail."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _one_clear_error(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        try:
-            return handler(data)
-        except ValidationError as exc:
-            raise InvalidSettings(
-                [(_dotted(error["loc"]), _why(error)) for error in exc.errors()]
-            ) from None
-
     @property
     def model(self) -> str:
         """The default model (of every role without its own)."""
@@ -105,4 +70,4 @@ class CrewSettings(BaseModel):
         return self.role_models.get(role, self.endpoint.model)
 
 
-__all__ = ["DEFAULT_MODEL", "CrewMode", "CrewSettings", "InvalidSettings", "ModelRole"]
+__all__ = ["DEFAULT_MODEL", "CrewMode", "CrewSettings", "ModelRole"]

@@ -17,7 +17,7 @@ from sandcrew.mcp._admission import QueueLimits
 from sandcrew.mcp._http import AUTH_TOKEN_VARIABLE
 from sandcrew.mcp._server import SERVER_NAME, Transport, build_server, limits_of, serve
 from sandcrew.mcp._toolbox import SandboxToolbox
-from sandcrew.mcp._tools import LanguagesResult, RunCodeResult, ServerLimits, SolveResult
+from sandcrew.mcp._tools import LanguagesResult, RunCodeResult, ServerLimits
 
 __all__ = [
     "AUTH_TOKEN_VARIABLE",
@@ -27,7 +27,6 @@ __all__ = [
     "RunCodeResult",
     "SandboxToolbox",
     "ServerLimits",
-    "SolveResult",
     "Transport",
     "build_server",
     "limits_of",

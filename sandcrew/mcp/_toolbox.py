@@ -13,7 +13,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 
 from sandcrew.agents import Message
 from sandcrew.core import UserError
-from sandcrew.crew import CrewSettings, solve_task
+from sandcrew.crew import CrewResult, CrewSettings, solve_task
 from sandcrew.mcp._sessions import ClientSessions
 from sandcrew.mcp._tools import (
     MIB,
@@ -26,7 +26,6 @@ from sandcrew.mcp._tools import (
     ServerLimits,
     SessionInfo,
     SessionList,
-    SolveResult,
 )
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent
 
@@ -190,7 +189,7 @@ class SandboxToolbox:
         )
 
     @_recorded
-    async def solve(self, task: str) -> SolveResult:
+    async def solve(self, task: str) -> CrewResult:
         scope = CURRENT_CALL.get()
         report = None if scope is None else scope.report_progress
 
@@ -200,15 +199,7 @@ class SandboxToolbox:
                 await report(f"{message.sender}: {headline[0][:200] if headline else ''}")
 
         sandbox = self._sandbox(self._limits.max_memory_bytes, False)
-        result = await solve_task(task, self._settings, sandbox=sandbox, on_message=on_message)
-        return SolveResult(
-            solved=result.solved,
-            answer=result.answer,
-            stop_reason=result.stop_reason.value,
-            stop_detail=result.stop_detail,
-            rounds=result.rounds,
-            runs=len(result.runs),
-        )
+        return await solve_task(task, self._settings, sandbox=sandbox, on_message=on_message)
 
     @_recorded
     async def session_create(self, language: str) -> SessionInfo:

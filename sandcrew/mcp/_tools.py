@@ -12,6 +12,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sandcrew.crew import CrewResult
 from sandcrew.functions import FunctionTool, function
 from sandcrew.sandbox import ExecutionResult
 
@@ -209,17 +210,6 @@ class Done(BaseModel):
     done: bool = True
 
 
-class SolveResult(BaseModel):
-    """The crew's outcome for one task."""
-
-    solved: bool
-    answer: str | None
-    stop_reason: str
-    stop_detail: str
-    rounds: int
-    runs: int
-
-
 class Toolbox(Protocol):
     """What the tools do once their arguments are valid."""
 
@@ -236,7 +226,7 @@ class Toolbox(Protocol):
 
     def list_languages(self) -> LanguagesResult: ...
 
-    async def solve(self, task: str) -> SolveResult: ...
+    async def solve(self, task: str) -> CrewResult: ...
 
     async def session_create(self, language: str) -> SessionInfo: ...
 
@@ -341,9 +331,10 @@ def tool_contracts(
             task: Annotated[
                 str, Field(description='The task, e.g. "What\'s the 39th Fibonacci number?"')
             ],
-        ) -> SolveResult:
+        ) -> CrewResult:
             """Let sandcrew's crew (coder, reviewer, runner) solve a task by writing and
-            running code; returns the answer and why the chat stopped."""
+            running code; returns the answer, why the chat stopped and every run (the
+            document `sandcrew solve --json` prints)."""
             return await toolbox.solve(task)
 
         tools.append(solve)

@@ -193,9 +193,7 @@ def _row(result: TaskResult, change: str | None) -> str:
         f'<span class="status {status}">{status}</span>',
         f"{result.duration:.2f}s",
         str(result.container_runs),
-        _optional(result.rounds),
-        _optional(result.total_tokens),
-        escape(result.stop_reason or ""),
+        *(escape(cell) for cell in result.crew_cells()),
         detail,
     ]
     classes = ["", "", "num", "num", "num", "num", "", ""]
@@ -236,7 +234,3 @@ def _chart(results: tuple[TaskResult, ...]) -> str:
         f'<svg id="durations" width="{width}" height="{height}" role="img" '
         f'aria-label="Task durations">{"".join(bars)}</svg>'
     )
-
-
-def _optional(value: int | None) -> str:
-    return "" if value is None else str(value)

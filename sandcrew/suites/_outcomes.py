@@ -6,6 +6,8 @@ import enum
 
 from pydantic import BaseModel, ConfigDict
 
+from sandcrew.crew import CrewResult
+
 
 class TaskStatus(enum.StrEnum):
     """How a task ended."""
@@ -28,12 +30,8 @@ class TaskOutcome(BaseModel):
     status: TaskStatus
     container_runs: int = 0
     """Containers started for this task (the crew's runs plus the final check)."""
-    rounds: int | None = None
-    """Chat rounds (crew solver only)."""
-    total_tokens: int | None = None
-    """Model tokens spent (crew solver only)."""
-    stop_reason: str | None = None
-    """Why the crew stopped (crew solver only)."""
+    crew: CrewResult | None = None
+    """How the crew's solve went (crew solver only): what ``sandcrew solve --json`` prints."""
     detail: str = ""
     """A short explanation of a non-pass: the tail of stderr, the wrong answer, the error."""
     output: str = ""
@@ -53,9 +51,8 @@ class TaskResult(BaseModel):
     duration: float
     """Wall-clock seconds the solver and the check took together."""
     container_runs: int = 0
-    rounds: int | None = None
-    total_tokens: int | None = None
-    stop_reason: str | None = None
+    crew: CrewResult | None = None
+    """How the crew's solve went (crew solver only)."""
     detail: str = ""
     output: str = ""
     """The check's stdout then stderr, or the answer text checked (see ``TaskOutcome``)."""
@@ -63,3 +60,9 @@ class TaskResult(BaseModel):
     @property
     def passed(self) -> bool:
         return self.status is TaskStatus.PASS
+
+    def crew_cells(self) -> tuple[str, str, str]:
+        """Rounds, tokens and stop reason as a report's table shows them (blank without a crew)."""
+        if self.crew is None:
+            return "", "", ""
+        return str(self.crew.rounds), str(self.crew.total_tokens), self.crew.stop_reason.value

@@ -150,24 +150,19 @@ class CrewSolver:
 
         result = await solve_task(crew_prompt(task), self.settings, sandbox=sandbox)
         runs = len(result.runs)
-        crew_numbers: dict[str, Any] = {
-            "container_runs": runs,
-            "rounds": result.rounds,
-            "total_tokens": result.total_tokens,
-            "stop_reason": result.stop_reason.value,
-        }
-        crew_error = result.error
+        crew_numbers: dict[str, Any] = {"container_runs": runs, "crew": result}
         if isinstance(task, AnswerTask):
             last_stdout = result.runs[-1].stdout if result.runs else None
             verdict = check_answer(task, result.answer, last_stdout)
         elif result.last_code is None:
             verdict = TaskOutcome(
                 status=TaskStatus.FAIL,
-                detail=f"the crew wrote no code (stopped: {result.stop_reason})",
+                detail=f"the crew wrote no code (stopped: {result.stop_reason.value})",
             )
         else:
             verdict = await run_code_check(task, result.last_code, sandbox)
             crew_numbers["container_runs"] = runs + verdict.container_runs
+        crew_error = result.exception
         if crew_error is not None and verdict.status is not TaskStatus.PASS:
             # The crew broke down (model endpoint, infrastructure): no verdict on the task.
             verdict = TaskOutcome(

@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from sandcrew.agents import ModelEndpoint, OpenAIChatAgent
-from sandcrew.testing import ScriptedModelServer, pytest_plugin
-
-scripted_model_server = pytest_plugin.scripted_model_server
+from sandcrew.testing import ScriptedModelServer
 
 AgentFactory = Callable[..., OpenAIChatAgent]
 

@@ -4,7 +4,6 @@ calls, servers without (some) tool support, empty replies, missing usage, token 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
@@ -15,7 +14,6 @@ from sandcrew.agents import (
     FunctionCallRequiredError,
     GenerateReplyOptions,
     MiddlewareAgent,
-    OpenAIChatAgent,
     TextMessage,
     TokenBudgetExhaustedError,
     TokenMeter,
@@ -27,8 +25,7 @@ from sandcrew.agents._tokens import estimate_prompt_tokens
 from sandcrew.errors import InfrastructureError
 from sandcrew.functions import function
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
-
-AgentFactory = Callable[..., OpenAIChatAgent]
+from tests.agents.conftest import AgentFactory
 
 
 @function

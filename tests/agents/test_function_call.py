@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
@@ -13,7 +12,6 @@ from sandcrew.agents import (
     FunctionCallRequiredError,
     GenerateReplyOptions,
     MiddlewareAgent,
-    OpenAIChatAgent,
     TextMessage,
     ToolCall,
     ToolCallMessage,
@@ -23,8 +21,7 @@ from sandcrew.agents import (
 from sandcrew.errors import ModelBehaviorError, UserError
 from sandcrew.functions import function
 from sandcrew.testing import ScriptedAgent, ScriptedModelServer, Turn
-
-AgentFactory = Callable[..., OpenAIChatAgent]
+from tests.agents.conftest import AgentFactory
 
 
 @function

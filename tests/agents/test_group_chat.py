@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,7 +18,6 @@ from sandcrew.agents import (
     GroupChat,
     GroupChatManager,
     Message,
-    OpenAIChatAgent,
     RolePlayOrchestrator,
     RoundRobinOrchestrator,
     StopReason,
@@ -30,8 +29,7 @@ from sandcrew.agents import (
 )
 from sandcrew.errors import InfrastructureError, UserError
 from sandcrew.testing import ScriptedAgent, ScriptedModelServer, Turn
-
-AgentFactory = Callable[..., OpenAIChatAgent]
+from tests.agents.conftest import AgentFactory
 
 
 def said(sender: str, content: str, **fields: Any) -> TextMessage:

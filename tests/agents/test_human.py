@@ -92,7 +92,7 @@ async def test_async_input_and_output_functions() -> None:
     assert shown == [HUMAN_INPUT_PROMPT]
 
 
-async def test_never_lets_the_inner_agent_or_default_reply_answer() -> None:
+async def test_never_answers_with_the_inner_agent_or_the_default_reply_and_asks_no_one() -> None:
     person = Person()
     default = UserProxyAgent(
         "user",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import openai
 import pytest
 
@@ -27,8 +25,8 @@ from sandcrew.errors import (
     UserError,
 )
 from sandcrew.testing import AGENT_HEADER, ScriptedModelServer, Turn, closed_loopback_url
+from tests.agents.conftest import AgentFactory
 
-AgentFactory = Callable[..., OpenAIChatAgent]
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -13,7 +13,6 @@ from sandcrew.agents import (
     Graph,
     GroupChat,
     Message,
-    OpenAIChatAgent,
     OrchestrationContext,
     Orchestrator,
     RolePlayOrchestrator,
@@ -25,8 +24,7 @@ from sandcrew.agents import (
 )
 from sandcrew.agents._orchestrators import parse_role_play_reply
 from sandcrew.testing import ScriptedAgent, ScriptedModelServer, Turn
-
-AgentFactory = Callable[..., OpenAIChatAgent]
+from tests.agents.conftest import AgentFactory
 
 
 def said(sender: str, content: str = "...", **fields: Any) -> TextMessage:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from sandcrew.agents import (
@@ -11,7 +9,6 @@ from sandcrew.agents import (
     FinalAnswer,
     GroupChat,
     Message,
-    OpenAIChatAgent,
     StopReason,
     TextMessage,
     UnsignalledCompletion,
@@ -21,8 +18,7 @@ from sandcrew.agents import (
     strip_reasoning,
 )
 from sandcrew.testing import ScriptedAgent, ScriptedModelServer, Turn
-
-AgentFactory = Callable[..., OpenAIChatAgent]
+from tests.agents.conftest import AgentFactory
 
 FENCED = "```python\ndef f():\n    return 1\n\nprint(f())\n```"
 

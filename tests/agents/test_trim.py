@@ -11,20 +11,20 @@ from sandcrew.agents import (
     ToolCall,
     ToolCallResult,
     TrimContextMiddleware,
-    trim_text,
 )
+from sandcrew.core import trim_middle
 from sandcrew.errors import UserError
 from sandcrew.testing import ScriptedAgent
 
 
-def test_trim_text_keeps_head_and_tail() -> None:
+def test_trim_middle_keeps_head_and_tail() -> None:
     text = "HEAD" + "x" * 1000 + "Traceback: ZeroDivisionError"
-    trimmed = trim_text(text, 200)
+    trimmed = trim_middle(text, 200)
     assert trimmed.startswith("HEADxxx")
     assert trimmed.endswith("Traceback: ZeroDivisionError")
     assert len(trimmed) <= 200 + 10
     assert "characters trimmed] …" in trimmed
-    assert trim_text("short", 200) == "short"
+    assert trim_middle("short", 200) == "short"
 
 
 async def test_middleware_trims_context_but_not_the_transcript() -> None:

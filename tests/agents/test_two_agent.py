@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sandcrew.agents import (
     TERMINATE,
@@ -12,7 +12,6 @@ from sandcrew.agents import (
     GroupChatManager,
     HumanInputMode,
     Message,
-    OpenAIChatAgent,
     PrintMessageMiddleware,
     StopReason,
     UserProxyAgent,
@@ -22,8 +21,7 @@ from sandcrew.agents import (
     terminate_message,
 )
 from sandcrew.testing import ScriptedAgent, ScriptedModelServer, Turn
-
-AgentFactory = Callable[..., OpenAIChatAgent]
+from tests.agents.conftest import AgentFactory
 
 TEACHER_PROMPT = (
     "You are a teacher that create pre-school math question for student and check answer.\n"

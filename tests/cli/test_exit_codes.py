@@ -13,12 +13,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from sandcrew.agents import StopReason
+from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer, Turn
+from sandcrew.transcript import HeaderEvent, ResultEvent, read_transcript
 from tests.crew.conftest import FIBONACCI_TASK, coder_turn, happy_path_turns
 from tests.process import run_cli
 
@@ -26,12 +28,6 @@ pytestmark = pytest.mark.docker
 
 NO_DOCKER = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 NO_MODEL = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
-
-
-@pytest.fixture
-def model_server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
 
 
 def solve(
@@ -53,14 +49,14 @@ def one_error_line(stderr: str) -> str:
 # solve ----------------------------------------------------------------------------------
 
 
-def test_solve_solved_exits_0(model_server: ScriptedModelServer) -> None:
-    model_server.add(*happy_path_turns())
-    assert solve(model_server, "-q").returncode == 0
+def test_solve_solved_exits_0(scripted_model_server: ScriptedModelServer) -> None:
+    scripted_model_server.add(*happy_path_turns())
+    assert solve(scripted_model_server, "-q").returncode == 0
 
 
-def test_solve_not_solved_exits_1(model_server: ScriptedModelServer) -> None:
-    model_server.add(*happy_path_turns()[:2])
-    completed = solve(model_server, "--max-rounds", "2")
+def test_solve_not_solved_exits_1(scripted_model_server: ScriptedModelServer) -> None:
+    scripted_model_server.add(*happy_path_turns()[:2])
+    completed = solve(scripted_model_server, "--max-rounds", "2")
     assert completed.returncode == 1, completed.stderr
     assert "not solved (max_rounds)" in completed.stderr
 
@@ -81,12 +77,12 @@ def test_solve_not_solved_exits_1(model_server: ScriptedModelServer) -> None:
          "missing-image", "bad-mode", "old-option"],
 )  # fmt: skip
 def test_solve_usage_and_configuration_errors_exit_2(
-    model_server: ScriptedModelServer, args: list[str], env: dict[str, str], expected: str
+    scripted_model_server: ScriptedModelServer, args: list[str], env: dict[str, str], expected: str
 ) -> None:
-    completed = solve(model_server, *args, env=env)
+    completed = solve(scripted_model_server, *args, env=env)
     assert completed.returncode == 2, completed.stderr
     assert expected in one_error_line(completed.stderr)
-    assert [request.method for request in model_server.requests] in ([], ["GET"])
+    assert [request.method for request in scripted_model_server.requests] in ([], ["GET"])
 
 
 def test_solve_bad_base_url_and_no_model_exit_2() -> None:
@@ -102,26 +98,28 @@ def test_solve_bad_base_url_and_no_model_exit_2() -> None:
     assert "the task is empty" in one_error_line(empty_task.stderr)
 
 
-def test_solve_model_rejecting_the_key_exits_2(model_server: ScriptedModelServer) -> None:
-    model_server.add(Turn(agent="coder", status=401, error_message="invalid api key"))
-    completed = solve(model_server)
+def test_solve_model_rejecting_the_key_exits_2(scripted_model_server: ScriptedModelServer) -> None:
+    scripted_model_server.add(Turn(agent="coder", status=401, error_message="invalid api key"))
+    completed = solve(scripted_model_server)
     assert completed.returncode == 2, completed.stderr
     assert "rejected the API key" in completed.stderr
 
 
-def test_solve_unreachable_endpoint_or_docker_exits_3(model_server: ScriptedModelServer) -> None:
+def test_solve_unreachable_endpoint_or_docker_exits_3(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
     endpoint_down = run_cli("solve", FIBONACCI_TASK, "--base-url", "http://127.0.0.1:9/v1")
-    docker_down = solve(model_server, env=NO_DOCKER)
+    docker_down = solve(scripted_model_server, env=NO_DOCKER)
 
     assert endpoint_down.returncode == 3, endpoint_down.stderr
     assert "could not be reached after 3 attempt(s)" in one_error_line(endpoint_down.stderr)
     assert docker_down.returncode == 3, docker_down.stderr
     assert "DOCKER_HOST" in one_error_line(docker_down.stderr)
-    assert model_server.requests == []
+    assert scripted_model_server.requests == []
 
 
-def test_solve_errors_are_json_with_json(model_server: ScriptedModelServer) -> None:
-    completed = solve(model_server, "--json", "--max-rounds", "0")
+def test_solve_errors_are_json_with_json(scripted_model_server: ScriptedModelServer) -> None:
+    completed = solve(scripted_model_server, "--json", "--max-rounds", "0")
     assert completed.returncode == 2
     error = json.loads(completed.stderr)
     assert error["format"] == 1
@@ -131,13 +129,14 @@ def test_solve_errors_are_json_with_json(model_server: ScriptedModelServer) -> N
 
 
 def test_ctrl_c_during_solve_closes_the_transcript_and_exits_130(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    model_server.add(coder_turn("```python\nprint(1)\n```", delay=30))
+    scripted_model_server.add(coder_turn("```python\nprint(1)\n```", delay=30))
     transcript = tmp_path / "chat.jsonl"
     process = subprocess.Popen(
         [sys.executable, "-m", "sandcrew", "solve", FIBONACCI_TASK, "--base-url",
-         model_server.base_url, "--model", "scripted", "--json", "--transcript", str(transcript)],
+         scripted_model_server.base_url, "--model", "scripted", "--json",
+         "--transcript", str(transcript)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -145,7 +144,7 @@ def test_ctrl_c_during_solve_closes_the_transcript_and_exits_130(
     try:
         deadline = time.monotonic() + 60
         # The coder's request is in flight once the server has seen it.
-        while not any(request.method == "POST" for request in model_server.requests):
+        while not any(request.method == "POST" for request in scripted_model_server.requests):
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "the chat never started"
             time.sleep(0.1)
@@ -156,13 +155,16 @@ def test_ctrl_c_during_solve_closes_the_transcript_and_exits_130(
             process.kill()
 
     assert process.returncode == 130, stderr
-    summary = json.loads(stdout)
-    assert summary["stop_reason"] == "caller_stopped"
-    assert summary["solved"] is False
-    records = [json.loads(line) for line in transcript.read_text().splitlines()]
-    assert records[0]["event"] == "header"
-    assert records[-1]["event"] == "result"
-    assert records[-1]["stop_reason"] == "caller_stopped"
+    # The Ctrl-C result is the same outcome model, as the chat itself counted it.
+    result = CrewResult.model_validate_json(stdout)
+    assert result.stop_reason is StopReason.CALLER_STOPPED
+    assert result.solved is False
+    assert result.rounds == 0  # the coder's reply never came
+    assert result.runs == []
+    events = read_transcript(transcript)
+    assert isinstance(events[0], HeaderEvent)
+    assert isinstance(events[-1], ResultEvent)
+    assert events[-1].result == result
 
 
 # suite ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from sandcrew.cli._options import MEMORY_DEFAULT, MODEL_DEFAULT, RUN_TIMEOUT_DEFAULT
 from sandcrew.crew import CrewMode
-from sandcrew.errors import ConfigurationError
+from sandcrew.errors import ConfigurationError, InvalidSettings
 from sandcrew.sandbox import SandboxConfig
 from sandcrew.settings import describe_settings, load_crew_settings
 from tests.process import run_cli
@@ -74,6 +74,37 @@ def test_bad_values_name_the_setting_and_its_source(
     message = str(raised.value)
     assert "max_rounds (command line): Input should be greater than or equal to 1" in message
     assert "time_budget (environment): Input should be a finite number" in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "expected"),
+    [
+        ("SANDCREW_SANDBOX__TIMEOUT", "sandbox.timeout (environment): timeout must be > 0"),
+        ("SANDCREW_ENDPOINT__TIMEOUT", "endpoint.timeout (environment): Input should be greater"),
+        ("SANDCREW_MAX_ROUNDS", "max_rounds (environment): Input should be greater"),
+    ],
+    ids=["sandbox", "endpoint", "top-level"],
+)
+def test_a_bad_nested_value_is_reported_like_a_top_level_one(
+    variable: str, expected: str, config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, "-3")
+    with pytest.raises(ConfigurationError) as raised:
+        load_crew_settings(config_path=config_file)
+    assert str(raised.value).startswith("invalid settings: ")
+    assert expected in str(raised.value)
+
+
+def test_a_nested_settings_model_alone_still_raises_one_clear_error() -> None:
+    with pytest.raises(InvalidSettings) as raised:
+        SandboxConfig(timeout=-3, pids_limit=0)
+    assert str(raised.value) == (
+        "invalid sandbox settings: timeout must be > 0 (got -3); pids_limit must be > 0 (got 0)"
+    )
+    assert raised.value.problems == [
+        ("timeout", "timeout must be > 0 (got -3)"),
+        ("pids_limit", "pids_limit must be > 0 (got 0)"),
+    ]
 
 
 def test_unreadable_config_files_are_one_clear_error(tmp_path: Path) -> None:

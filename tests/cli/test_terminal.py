@@ -142,7 +142,7 @@ def test_solve_runner_panel_and_answer_show_controls(tmp_path: Path) -> None:
     # The transcript file keeps the exact text.
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     run = next(record for record in records if record["event"] == "run")
-    assert run["data"]["stdout"] == HOSTILE_OUTPUT + "42\n"
+    assert run["run"]["stdout"] == HOSTILE_OUTPUT + "42\n"
 
 
 @pytest.mark.docker

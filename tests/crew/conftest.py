@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -53,12 +52,6 @@ def admin_final_turn(answer: str = FIBONACCI_ANSWER) -> Turn:
 
 def happy_path_turns() -> list[Turn]:
     return [coder_turn(FIBONACCI_CODE), review_turn(), admin_final_turn()]
-
-
-@pytest.fixture
-def model_server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
 
 
 @pytest.fixture

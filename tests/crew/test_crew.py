@@ -63,10 +63,10 @@ def speakers(messages: list[Message]) -> list[str | None]:
 
 
 @pytest.mark.docker
-async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
-    model_server.add(*happy_path_turns())
+async def test_happy_path_python_api(scripted_model_server: ScriptedModelServer) -> None:
+    scripted_model_server.add(*happy_path_turns())
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(scripted_model_server))
 
     assert result.solved
     assert result.answer is not None
@@ -77,7 +77,7 @@ async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
     assert result.last_code is not None
     assert "print(fibonacci(39))" in result.last_code
     # The coder saw the introductions and the task.
-    coder_request = model_server.requests_for("coder")[0].body
+    coder_request = scripted_model_server.requests_for("coder")[0].body
     texts = [str(m.get("content")) for m in coder_request["messages"]]
     assert any(FIBONACCI_TASK in text for text in texts)
     assert any("I will review Python code" in text for text in texts)
@@ -85,22 +85,24 @@ async def test_happy_path_python_api(model_server: ScriptedModelServer) -> None:
 
 
 async def test_a_sandbox_that_does_not_say_leaves_the_coder_to_the_standard_library(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(*happy_path_turns())
+    scripted_model_server.add(*happy_path_turns())
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(scripted_model_server), sandbox=fake_sandbox
+    )
 
     assert result.solved
-    [coder_request] = model_server.requests_for("coder")
+    [coder_request] = scripted_model_server.requests_for("coder")
     system = coder_request.messages[0]["content"]
     assert "use the Python standard library only; avoid external packages unless" in system
 
 
 async def test_reviewer_comments_send_the_coder_back(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(NO_PRINT_CODE),
         review_turn(is_print_result_to_console=False),
         coder_turn(FIBONACCI_CODE, contains=COMMENTS_HEADLINE),
@@ -108,7 +110,9 @@ async def test_reviewer_comments_send_the_coder_back(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(scripted_model_server), sandbox=fake_sandbox
+    )
 
     assert result.solved
     assert speakers(result.messages) == [
@@ -131,9 +135,9 @@ async def test_reviewer_comments_send_the_coder_back(
 
 @pytest.mark.docker
 async def test_runner_error_sends_the_traceback_to_the_coder(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(NAME_ERROR_CODE),
         review_turn(),
         coder_turn(FIBONACCI_CODE, contains="NameError"),
@@ -141,7 +145,7 @@ async def test_runner_error_sends_the_traceback_to_the_coder(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(scripted_model_server))
 
     assert result.solved
     assert speakers(result.messages) == [
@@ -162,11 +166,11 @@ async def test_runner_error_sends_the_traceback_to_the_coder(
 
 
 async def test_code_that_does_not_parse_is_never_approved(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
     fake_sandbox: ScriptedSandbox,
 ) -> None:
     # The scripted reviewer model approves the broken code; the crew must not.
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(BROKEN_SYNTAX_CODE),
         review_turn(),
         coder_turn(FIBONACCI_CODE, contains="does not parse"),
@@ -174,7 +178,9 @@ async def test_code_that_does_not_parse_is_never_approved(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(scripted_model_server), sandbox=fake_sandbox
+    )
 
     assert result.solved
     verdict = result.messages[2].data
@@ -188,20 +194,22 @@ async def test_code_that_does_not_parse_is_never_approved(
 
 
 async def test_reviewer_that_never_calls_the_function_reviews_in_plain_text(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
     fake_sandbox: ScriptedSandbox,
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(FIBONACCI_CODE),
         Turn(agent="reviewer", tools=True, content="Looks fine to me.", times=3),
         Turn(agent="reviewer", tools=False, contains="APPROVE", content="APPROVE"),
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(scripted_model_server), sandbox=fake_sandbox
+    )
 
     assert result.solved, result.stop_detail
-    reviewer_requests = model_server.requests_for("reviewer")
+    reviewer_requests = scripted_model_server.requests_for("reviewer")
     assert len(reviewer_requests) == 4
     choices = [request.body.get("tool_choice") for request in reviewer_requests]
     forced = {"type": "function", "function": {"name": "review_code_block"}}
@@ -218,10 +226,10 @@ async def test_reviewer_that_never_calls_the_function_reviews_in_plain_text(
 
 
 async def test_a_plain_text_rejection_sends_the_code_back(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     ollama = "registry.ollama.ai/library/gemma:2b does not support tools"
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(FIBONACCI_CODE),
         Turn(agent="reviewer", tools=True, status=400, error_message=ollama),
         Turn(agent="reviewer", content="REJECT: use an iterative loop instead"),
@@ -231,7 +239,7 @@ async def test_a_plain_text_rejection_sends_the_code_back(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server))
+    result = await solve_task(FIBONACCI_TASK, settings_for(scripted_model_server))
 
     assert result.solved, result.stop_detail
     first_review = result.messages[2]
@@ -239,17 +247,17 @@ async def test_a_plain_text_rejection_sends_the_code_back(
     assert not first_review.data.approved
     assert "use an iterative loop instead" in first_review.content
     assert "does not support tools" in first_review.notes[-1]
-    assert len(model_server.requests_for("reviewer")) == 3
+    assert len(scripted_model_server.requests_for("reviewer")) == 3
     assert len(result.runs) == 1
 
 
 async def test_max_rounds_stops_with_its_reason(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(coder_turn(FIBONACCI_CODE), review_turn())
+    scripted_model_server.add(coder_turn(FIBONACCI_CODE), review_turn())
 
     result = await solve_task(
-        FIBONACCI_TASK, settings_for(model_server, max_rounds=3), sandbox=fake_sandbox
+        FIBONACCI_TASK, settings_for(scripted_model_server, max_rounds=3), sandbox=fake_sandbox
     )
 
     assert not result.solved
@@ -259,9 +267,9 @@ async def test_max_rounds_stops_with_its_reason(
 
 
 async def test_token_budget_stops_with_its_reason(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(
             FIBONACCI_CODE,
             usage={"prompt_tokens": 900, "completion_tokens": 200, "total_tokens": 1100},
@@ -269,7 +277,7 @@ async def test_token_budget_stops_with_its_reason(
     )
 
     result = await solve_task(
-        FIBONACCI_TASK, settings_for(model_server, token_budget=1000), sandbox=fake_sandbox
+        FIBONACCI_TASK, settings_for(scripted_model_server, token_budget=1000), sandbox=fake_sandbox
     )
 
     assert not result.solved
@@ -279,9 +287,9 @@ async def test_token_budget_stops_with_its_reason(
 
 
 async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         Turn(agent="coder", content="I would compute it with a loop."),
         review_turn(),
         coder_turn(FIBONACCI_CODE, contains="no code block"),
@@ -289,7 +297,9 @@ async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
         admin_final_turn(),
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_for(model_server), sandbox=fake_sandbox)
+    result = await solve_task(
+        FIBONACCI_TASK, settings_for(scripted_model_server), sandbox=fake_sandbox
+    )
 
     assert result.solved
     assert "There is no code block" in result.messages[2].content
@@ -299,14 +309,14 @@ async def test_reply_without_code_goes_back_to_the_coder_before_any_run(
 
 
 @pytest.mark.docker
-async def test_bash_blocks_run_too(model_server: ScriptedModelServer) -> None:
-    model_server.add(
+async def test_bash_blocks_run_too(scripted_model_server: ScriptedModelServer) -> None:
+    scripted_model_server.add(
         coder_turn("```bash\necho $((6 * 7))\n```"),
         review_turn(),
         admin_final_turn("42"),
     )
 
-    result = await solve_task("What is 6 times 7?", settings_for(model_server))
+    result = await solve_task("What is 6 times 7?", settings_for(scripted_model_server))
 
     assert result.solved
     assert result.runs[0].language == "bash"
@@ -315,10 +325,10 @@ async def test_bash_blocks_run_too(model_server: ScriptedModelServer) -> None:
 
 @pytest.mark.parametrize("mode", [CrewMode.ADMIN, CrewMode.WORKFLOW_ADMIN])
 async def test_admin_modes_reach_the_answer(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox, mode: CrewMode
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox, mode: CrewMode
 ) -> None:
     if mode is CrewMode.ADMIN:
-        model_server.add(
+        scripted_model_server.add(
             selection_turn("From coder"),
             happy_path_turns()[0],
             selection_turn("From reviewer"),
@@ -329,15 +339,15 @@ async def test_admin_modes_reach_the_answer(
         )
     else:
         # The workflow leaves one candidate each time: the admin is never asked.
-        model_server.add(*happy_path_turns())
+        scripted_model_server.add(*happy_path_turns())
 
     result = await solve_task(
-        FIBONACCI_TASK, settings_for(model_server, mode=mode), sandbox=fake_sandbox
+        FIBONACCI_TASK, settings_for(scripted_model_server, mode=mode), sandbox=fake_sandbox
     )
 
     assert result.solved, result.stop_detail
     assert speakers(result.messages) == ["admin", "coder", "reviewer", "runner", "admin"]
-    selections = [r for r in model_server.requests_for("admin") if is_role_play(r.body)]
+    selections = [r for r in scripted_model_server.requests_for("admin") if is_role_play(r.body)]
     assert len(selections) == (4 if mode is CrewMode.ADMIN else 0)
     for request in selections:
         assert request.body["temperature"] == 0
@@ -347,10 +357,10 @@ async def test_admin_modes_reach_the_answer(
 
 @pytest.mark.docker
 async def test_a_crew_reused_for_two_tasks_reports_each_tasks_own_runs(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
-    model_server.add(*happy_path_turns(), *happy_path_turns())
-    settings = settings_for(model_server)
+    scripted_model_server.add(*happy_path_turns(), *happy_path_turns())
+    settings = settings_for(scripted_model_server)
 
     async with DockerSandbox(settings.sandbox) as sandbox, Crew(settings, sandbox) as crew:
         first = await crew.solve(FIBONACCI_TASK)

@@ -63,7 +63,9 @@ def model_calls(server: ScriptedModelServer) -> list[Any]:
 
 
 def notes_of(records: list[dict[str, Any]]) -> list[str]:
-    return [note for record in records for note in record.get("notes", [])]
+    """The notes of every message and of the result."""
+    held = [record.get("message") or record.get("result") or {} for record in records]
+    return [note for record in held for note in record.get("notes", [])]
 
 
 @pytest.mark.parametrize("name", sorted(RESCUED))

@@ -14,8 +14,14 @@ from typing import Any
 
 import pytest
 
-from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona, load_script
-from sandcrew.testing import ScriptedModelServer as Server
+from sandcrew.testing import (
+    FIBONACCI_ANSWER,
+    FIBONACCI_TASK,
+    PERSONAS,
+    Persona,
+    ScriptedModelServer as Server,
+    load_script,
+)
 from sandcrew.testing._personas import Mode
 from tests.crew.conftest import run_cli
 

@@ -7,8 +7,13 @@ import json
 from sandcrew.agents import StopReason
 from sandcrew.crew import solve_task
 from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, ScriptedModelServer, Turn
-from tests.crew.conftest import FIBONACCI_CODE, admin_final_turn, coder_turn, review_turn
-from tests.crew.conftest import settings_for as settings_on
+from tests.crew.conftest import (
+    FIBONACCI_CODE,
+    admin_final_turn,
+    coder_turn,
+    review_turn,
+    settings_for as settings_on,
+)
 from tests.crew.fakes import Outcome, ScriptedSandbox
 
 
@@ -43,24 +48,26 @@ async def test_a_fallback_speaker_is_recorded_on_the_result(
     assert "'coder' speaks next by round robin" in result.notes[0]
 
 
-async def test_requests_stay_within_the_models_context(model_server: ScriptedModelServer) -> None:
+async def test_requests_stay_within_the_models_context(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
     long_failure = Outcome(exit_code=1, stderr="ValueError: " + "x" * 3000 + "\n")
     sandbox = ScriptedSandbox({"attempt": long_failure, "print(fibonacci(39))": Outcome(
         stdout=f"{FIBONACCI_ANSWER}\n")})  # fmt: skip
     failing = [f"```python\nprint('attempt {n}' + undefined_{n})\n```" for n in range(4)]
     for code in failing:
-        model_server.add(coder_turn(code), review_turn())
-    model_server.add(coder_turn(FIBONACCI_CODE), review_turn(), admin_final_turn())
-    settings = settings_on(model_server, context_tokens=2048, max_output_chars=1000)
+        scripted_model_server.add(coder_turn(code), review_turn())
+    scripted_model_server.add(coder_turn(FIBONACCI_CODE), review_turn(), admin_final_turn())
+    settings = settings_on(scripted_model_server, context_tokens=2048, max_output_chars=1000)
 
     result = await solve_task(FIBONACCI_TASK, settings, sandbox=sandbox)
 
     assert result.solved, result.stop_detail
     budget = (2048 - 1024) * 3
-    for request in model_server.requests:
+    for request in scripted_model_server.requests:
         sent = sum(len(str(message.get("content") or "")) for message in request.messages)
         assert sent <= budget + 200  # the note about left-out messages
-    last_coder = model_server.requests_for("coder")[-1].messages
+    last_coder = scripted_model_server.requests_for("coder")[-1].messages
     texts = [str(message.get("content")) for message in last_coder]
     assert any(FIBONACCI_TASK in text for text in texts)  # the task always stays
     assert any("left out to fit the model's context" in text for text in texts)
@@ -79,9 +86,9 @@ async def test_the_admin_that_never_signals_stops_with_that_reason(
 
 
 async def test_context_overflow_from_the_endpoint_stops_with_that_reason(
-    model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
+    scripted_model_server: ScriptedModelServer, fake_sandbox: ScriptedSandbox
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         Turn(
             agent="coder",
             status=400,
@@ -89,8 +96,10 @@ async def test_context_overflow_from_the_endpoint_stops_with_that_reason(
         )
     )
 
-    result = await solve_task(FIBONACCI_TASK, settings_on(model_server), sandbox=fake_sandbox)
+    result = await solve_task(
+        FIBONACCI_TASK, settings_on(scripted_model_server), sandbox=fake_sandbox
+    )
 
     assert result.stop_reason is StopReason.CONTEXT_OVERFLOW
     assert "exceeds the available context size" in result.stop_detail
-    assert len(model_server.requests) == 1
+    assert len(scripted_model_server.requests) == 1

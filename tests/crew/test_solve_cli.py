@@ -10,7 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.agents import AggregateMessage, StopReason
+from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
+from sandcrew.transcript import (
+    TRANSCRIPT_FORMAT,
+    AttemptEvent,
+    HeaderEvent,
+    MessageEvent,
+    ResultEvent,
+    RunEvent,
+    read_transcript,
+)
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
     FIBONACCI_TASK,
@@ -24,16 +35,16 @@ pytestmark = pytest.mark.docker
 
 
 def test_solve_fibonacci_prints_answer_and_exits_0(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    model_server.add(*happy_path_turns())
+    scripted_model_server.add(*happy_path_turns())
     transcript = tmp_path / "chat.jsonl"
 
     completed = run_cli(
         "solve",
         FIBONACCI_TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--json",
@@ -43,56 +54,68 @@ def test_solve_fibonacci_prints_answer_and_exits_0(
 
     assert completed.returncode == 0, completed.stderr
     summary = json.loads(completed.stdout)
-    assert summary["solved"] is True
-    assert FIBONACCI_ANSWER in summary["answer"]
-    assert summary["stop_reason"] == "terminated"
-    assert summary["rounds"] == 4
-    assert len(summary["runs"]) == 1
-    run = summary["runs"][0]
-    assert run["exit_code"] == 0
-    assert run["stdout"].strip() == FIBONACCI_ANSWER
-    assert run["image"] == "sandcrew/python:latest"
-    assert summary["total_tokens"] > 0
+    # The document is the outcome model's own dump, and reads back as one.
+    result = CrewResult.model_validate(summary)
+    assert result.model_dump(mode="json") == summary
+    assert summary["format"] == 1
+    assert result.solved is True
+    assert result.answer is not None
+    assert FIBONACCI_ANSWER in result.answer
+    assert result.stop_reason is StopReason.TERMINATED
+    assert result.rounds == 4
+    [run] = result.runs
+    assert run.exit_code == 0
+    assert run.stdout.strip() == FIBONACCI_ANSWER
+    assert run.image == "sandcrew/python:latest"
+    assert result.last_code is not None
+    assert "fib" in result.last_code
+    assert result.total_tokens > 0
 
     # At most four model calls on the happy path; the admin's opening needs none.
-    chat_requests = [request for request in model_server.requests if request.method == "POST"]
+    chat_requests = [
+        request for request in scripted_model_server.requests if request.method == "POST"
+    ]
     assert [request.agent for request in chat_requests] == ["coder", "reviewer", "admin"]
 
-    header, *records = [json.loads(line) for line in transcript.read_text().splitlines()]
-    assert header["event"] == "header"
-    assert header["format"] == summary["format"] == 1
-    assert header["models"] == {"admin": "scripted", "coder": "scripted", "reviewer": "scripted"}
-    assert header["endpoint"] == model_server.base_url
-    assert header["settings"]["max_rounds"] == 20
-    assert "api_key" not in header["settings"]["endpoint"]
-    speakers = [record.get("sender") for record in records if record["event"] != "result"]
-    assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]
-    assert [record["event"] for record in records] == [
-        "message",
-        "message",
-        "message",
-        "run",
-        "message",
-        "result",
-    ]
-    run_record = records[3]
-    assert run_record["data"]["exit_code"] == 0
-    assert run_record["data"]["duration"] > 0
-    assert run_record["content"].startswith("[RUNNER_RESULT]")
-    review_record = records[2]
-    assert review_record["data"]["approved"] is True
-    assert review_record["data"]["claims"]["is_python_code_block"] is True
-    assert records[1]["usage"]["total_tokens"] > 0
-    assert records[4]["terminate"] is True
-    assert all(record["elapsed"] >= 0 for record in records)
-    assert records[-1]["answer"] == summary["answer"]
+    header, opening, code, review, run_event, answer, closing = read_transcript(transcript)
+    assert isinstance(header, HeaderEvent)
+    assert header.format == TRANSCRIPT_FORMAT
+    assert header.models == {"admin": "scripted", "coder": "scripted", "reviewer": "scripted"}
+    assert header.endpoint == scripted_model_server.base_url
+    assert header.settings["max_rounds"] == 20
+    assert "api_key" not in header.settings["endpoint"]
+    messages = [opening, code, review, answer]
+    assert all(isinstance(event, MessageEvent) for event in messages)
+    speakers = [event.message.sender for event in messages if isinstance(event, MessageEvent)]
+    assert speakers == ["admin", "coder", "reviewer", "admin"]
+    assert isinstance(run_event, RunEvent)
+    assert run_event.sender == "runner"
+    assert run_event.run.exit_code == 0
+    assert run_event.run.duration > 0
+    assert run_event.content.startswith("[RUNNER_RESULT]")
+    assert isinstance(review, MessageEvent)
+    assert isinstance(review.message.data, dict)
+    assert review.message.data["approved"] is True
+    assert review.message.data["claims"]["is_python_code_block"] is True
+    assert isinstance(code, MessageEvent)
+    assert code.message.usage is not None
+    assert code.message.usage.total_tokens > 0
+    assert isinstance(answer, MessageEvent)
+    assert answer.message.terminate is True
+    elapsed = [event.elapsed for event in read_transcript(transcript)]
+    assert elapsed == sorted(elapsed)
+    # The transcript closes with the very outcome --json printed.
+    assert isinstance(closing, ResultEvent)
+    assert closing.result.model_dump(mode="json") == summary
 
 
-def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedModelServer) -> None:
-    model_server.add(*happy_path_turns())
+def test_solve_streams_the_chat_and_prints_the_answer(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
+    scripted_model_server.add(*happy_path_turns())
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url, "--model", "scripted"
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -102,25 +125,33 @@ def test_solve_streams_the_chat_and_prints_the_answer(model_server: ScriptedMode
     assert f"answer: The 39th Fibonacci number is {FIBONACCI_ANSWER}." in completed.stdout
 
 
-def test_quiet_prints_only_the_answer(model_server: ScriptedModelServer) -> None:
-    model_server.add(*happy_path_turns())
+def test_quiet_prints_only_the_answer(scripted_model_server: ScriptedModelServer) -> None:
+    scripted_model_server.add(*happy_path_turns())
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", "-q"
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        scripted_model_server.base_url,
+        "--model",
+        "scripted",
+        "-q",
     )
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == f"The 39th Fibonacci number is {FIBONACCI_ANSWER}."
 
 
-def test_not_solved_exits_1_with_the_stop_reason(model_server: ScriptedModelServer) -> None:
-    model_server.add(happy_path_turns()[0], happy_path_turns()[1])
+def test_not_solved_exits_1_with_the_stop_reason(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
+    scripted_model_server.add(happy_path_turns()[0], happy_path_turns()[1])
 
     completed = run_cli(
         "solve",
         FIBONACCI_TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--max-rounds",
@@ -141,12 +172,14 @@ def test_no_model_configured_exits_2_and_says_how() -> None:
     assert "Traceback" not in completed.stderr
 
 
-def test_bad_option_values_exit_2_naming_the_setting(model_server: ScriptedModelServer) -> None:
+def test_bad_option_values_exit_2_naming_the_setting(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
     completed = run_cli(
         "solve",
         FIBONACCI_TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--max-rounds",
@@ -168,34 +201,34 @@ def test_model_endpoint_down_exits_3_before_any_chat() -> None:
 
 
 def test_model_endpoint_returning_500s_is_retried_then_exits_3(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     # The client retries twice by default: three requests, all failing.
-    model_server.add(Turn(agent="coder", status=500, error_message="overloaded", times=3))
+    scripted_model_server.add(Turn(agent="coder", status=500, error_message="overloaded", times=3))
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url, "--model", "scripted"
     )
 
     assert completed.returncode == 3
-    assert len(model_server.requests_for("coder")) == 3
+    assert len(scripted_model_server.requests_for("coder")) == 3
     assert "not solved (error)" in completed.stderr
     assert "500" in completed.stderr
     assert "Traceback" not in completed.stderr
 
 
 def test_answer_with_markup_like_text_is_printed_verbatim(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     coder, reviewer, _ = happy_path_turns()
-    model_server.add(
+    scripted_model_server.add(
         coder,
         reviewer,
         Turn(agent="admin", content=f"It is {FIBONACCI_ANSWER} [/INST] [python]\n[COMPLETE]"),
     )
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted"
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url, "--model", "scripted"
     )
 
     assert completed.returncode == 0, completed.stderr
@@ -203,7 +236,7 @@ def test_answer_with_markup_like_text_is_printed_verbatim(
 
 
 def test_transcript_keeps_the_reviewers_failed_attempts(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     coder, _, _ = happy_path_turns()
     # Calls with arguments that cannot be repaired (a reviewer that makes no call at all
@@ -211,39 +244,39 @@ def test_transcript_keeps_the_reviewers_failed_attempts(
     bad_call = ScriptedToolCall(
         name="review_code_block", arguments={"has_multiple_code_blocks": "no"}
     )
-    model_server.add(coder, Turn(agent="reviewer", tool_calls=[bad_call], times=3))
+    scripted_model_server.add(coder, Turn(agent="reviewer", tool_calls=[bad_call], times=3))
     transcript = tmp_path / "chat.jsonl"
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted",
-        "--transcript", str(transcript),
+        "solve", FIBONACCI_TASK, "--base-url", scripted_model_server.base_url,
+        "--model", "scripted", "--transcript", str(transcript),
     )  # fmt: skip
 
     assert completed.returncode == 1
-    records = [json.loads(line) for line in transcript.read_text().splitlines()]
-    attempts = [record for record in records if record["event"] == "tool_call_attempt"]
-    assert [attempt["attempt"] for attempt in attempts] == [1, 2, 3]
+    events = read_transcript(transcript)
+    attempts = [event for event in events if isinstance(event, AttemptEvent)]
+    assert [attempt.attempt for attempt in attempts] == [1, 2, 3]
     assert all(
-        attempt["reply"]["tool_calls"][0]["name"] == "review_code_block" for attempt in attempts
+        isinstance(attempt.reply, AggregateMessage)
+        and attempt.reply.tool_calls[0].name == "review_code_block"
+        for attempt in attempts
     )
-    assert all(
-        "'no' is not of type 'boolean'" in " ".join(attempt["errors"]) for attempt in attempts
-    )
-    assert records[-1]["event"] == "result"
-    assert records[-1]["stop_reason"] == "error"
+    assert all("'no' is not of type 'boolean'" in " ".join(attempt.errors) for attempt in attempts)
+    assert isinstance(events[-1], ResultEvent)
+    assert events[-1].result.stop_reason is StopReason.ERROR
 
 
 def test_solve_says_which_agent_it_waits_for_on_stderr_only(
-    model_server: ScriptedModelServer,
+    scripted_model_server: ScriptedModelServer,
 ) -> None:
     coder, reviewer, admin = happy_path_turns()
     waiting_seen = threading.Event()
     # The coder's reply is held back until the CLI has said it waits for the coder: the line
     # must appear while the call is in flight, not after it.
     held_coder = coder.model_copy(update={"when": lambda body: waiting_seen.wait(60)})
-    model_server.add(held_coder, reviewer, admin)
+    scripted_model_server.add(held_coder, reviewer, admin)
     command = [sys.executable, "-m", "sandcrew", "solve", FIBONACCI_TASK,
-               "--base-url", model_server.base_url, "--model", "scripted"]  # fmt: skip
+               "--base-url", scripted_model_server.base_url, "--model", "scripted"]  # fmt: skip
     lines: list[str] = []
 
     with subprocess.Popen(
@@ -253,7 +286,9 @@ def test_solve_says_which_agent_it_waits_for_on_stderr_only(
         for line in child.stderr:
             lines.append(line.rstrip("\n"))
             if line.startswith("waiting for coder"):
-                assert not model_server.requests_for("reviewer")  # the coder has not answered
+                assert not scripted_model_server.requests_for(
+                    "reviewer"
+                )  # the coder has not answered
                 waiting_seen.set()
         stdout = child.stdout.read() if child.stdout is not None else ""
         returncode = child.wait(timeout=120)
@@ -271,13 +306,19 @@ def test_solve_says_which_agent_it_waits_for_on_stderr_only(
 
 @pytest.mark.parametrize("flag", ["--quiet", "--json"])
 def test_quiet_or_piped_json_solve_keeps_stderr_empty(
-    model_server: ScriptedModelServer, flag: str
+    scripted_model_server: ScriptedModelServer, flag: str
 ) -> None:
     # A piped --json run keeps stderr for its JSON error object alone.
-    model_server.add(*happy_path_turns())
+    scripted_model_server.add(*happy_path_turns())
 
     completed = run_cli(
-        "solve", FIBONACCI_TASK, "--base-url", model_server.base_url, "--model", "scripted", flag
+        "solve",
+        FIBONACCI_TASK,
+        "--base-url",
+        scripted_model_server.base_url,
+        "--model",
+        "scripted",
+        flag,
     )
 
     assert completed.returncode == 0, completed.stderr

@@ -33,9 +33,9 @@ TASK = "Summarise data.csv and plot the temperatures."
 
 
 def test_solve_reads_a_csv_and_saves_the_plot(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(f"```python\n{CSV_TO_PNG_PROGRAM}```"),
         review_turn(),
         Turn(
@@ -53,7 +53,7 @@ def test_solve_reads_a_csv_and_saves_the_plot(
         "solve",
         TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--file",
@@ -66,7 +66,9 @@ def test_solve_reads_a_csv_and_saves_the_plot(
     )
 
     assert completed.returncode == 0, completed.stderr
-    coder_request = next(request for request in model_server.requests if request.agent == "coder")
+    coder_request = next(
+        request for request in scripted_model_server.requests if request.agent == "coder"
+    )
     asked = json.dumps(coder_request.messages)
     assert f"- data.csv ({len(CSV)} bytes)" in asked
     assert "city,temp" in asked
@@ -87,13 +89,13 @@ def test_solve_reads_a_csv_and_saves_the_plot(
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     [run_record] = [record for record in records if record["event"] == "run"]
     assert f"out/plot.png ({plot.stat().st_size} bytes, image/png)" in run_record["content"]
-    assert run_record["data"]["artifacts"][0]["name"] == "plot.png"
+    assert run_record["run"]["artifacts"][0]["name"] == "plot.png"
 
 
 def test_solve_with_the_data_image_prints_the_pandas_summary_and_saves_the_figure(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(f"```python\n{PANDAS_PLOT_PROGRAM}```"),
         review_turn(),
         Turn(
@@ -110,7 +112,7 @@ def test_solve_with_the_data_image_prints_the_pandas_summary_and_saves_the_figur
         "solve",
         TASK,
         "--base-url",
-        model_server.base_url,
+        scripted_model_server.base_url,
         "--model",
         "scripted",
         "--image",
@@ -150,23 +152,23 @@ def labelled_image(
 
 
 def test_the_coder_is_told_which_packages_the_image_has(
-    model_server: ScriptedModelServer, labelled_image: tuple[str, str]
+    scripted_model_server: ScriptedModelServer, labelled_image: tuple[str, str]
 ) -> None:
     image, packages = labelled_image
     program = "import importlib.util\nprint(importlib.util.find_spec('pandas') is not None)\n"
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(f"```python\n{program}```"),
         review_turn(),
         Turn(agent="admin", contains="[RUNNER_RESULT]", content="Checked.\n[COMPLETE]"),
     )
 
     completed = run_cli(
-        "solve", "Is pandas there?", "--base-url", model_server.base_url, "--model", "scripted",
-        "--image", image, "--quiet", "--json",
+        "solve", "Is pandas there?", "--base-url", scripted_model_server.base_url,
+        "--model", "scripted", "--image", image, "--quiet", "--json",
     )  # fmt: skip
 
     assert completed.returncode == 0, completed.stderr
-    [coder_request] = model_server.requests_for("coder")
+    [coder_request] = scripted_model_server.requests_for("coder")
     system = coder_request.messages[0]["content"]
     [run] = json.loads(completed.stdout)["runs"]
     if packages:

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.agents import TextMessage
+from sandcrew.sandbox import Artifact, ExecutionResult
 from sandcrew.testing import ScriptedModelServer
+from sandcrew.transcript import MessageEvent, RunEvent, TranscriptEvent
 from sandcrew.transcript_page import INLINE_IMAGE_BYTES, render_transcript_page
 from tests.browser import dump_dom, image_widths, screenshot
 from tests.crew.conftest import admin_final_turn, coder_turn, review_turn, run_cli
@@ -97,14 +100,24 @@ def test_solve_html_and_transcript_page_in_chromium(tmp_path: Path) -> None:
     assert _open(again, tmp_path).speakers == chat.speakers
 
 
-def test_transcript_of_a_file_that_is_not_one_is_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"event": "message"}\n', "line 1 is not a transcript event"),
+        ("\nnot json\n", "line 2 is not a transcript event"),
+    ],
+    ids=["event-without-its-message", "not-json"],
+)
+def test_transcript_of_a_file_that_is_not_one_is_a_clear_error(
+    text: str, expected: str, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"event": "message"}\nnot json\n')
+    bad.write_text(text)
 
     completed = run_cli("transcript", str(bad), "--html", str(tmp_path / "out.html"))
 
     assert completed.returncode == 2
-    assert "line 2 is not JSON" in completed.stderr
+    assert expected in completed.stderr
     assert "Traceback" not in completed.stderr
 
 
@@ -154,19 +167,18 @@ def test_the_chat_page_shows_the_plots_and_only_real_images(tmp_path: Path) -> N
 
 def test_a_large_image_is_named_not_shown() -> None:
     large = b"\x89PNG\r\n\x1a\n" + bytes(INLINE_IMAGE_BYTES)
-    records = [
-        {"event": "message", "sender": "coder", "content": "```python\nprint(1)\n```"},
-        {
-            "event": "run",
-            "sender": "runner",
-            "data": {
-                "exit_code": 0,
-                "artifacts": [{"name": "big.png", "size": len(large), "media_type": "image/png"}],
-            },
-        },
+    code = TextMessage(sender="coder", content="```python\nprint(1)\n```")
+    run = ExecutionResult(
+        language="python", exit_code=0, stdout="", stderr="", duration=0.1,
+        image="sandcrew/python", run_id="r1", timeout=5, memory_limit_bytes=2**28,
+        artifacts=(Artifact(name="big.png", size=len(large), media_type="image/png"),),
+    )  # fmt: skip
+    events: list[TranscriptEvent] = [
+        MessageEvent(message=code),
+        RunEvent(sender="runner", content="[RUNNER_RESULT]", run=run),
     ]
 
-    html = render_transcript_page(records, artifact_bytes={(0, "big.png"): large})
+    html = render_transcript_page(events, artifact_bytes={(0, "big.png"): large})
 
     assert "<img" not in html
     assert f"out/big.png ({len(large)} bytes, image/png): not shown: larger than 2 MiB" in html

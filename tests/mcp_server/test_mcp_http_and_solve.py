@@ -9,6 +9,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from sandcrew.agents import StopReason
+from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, happy_path_turns
 from tests.mcp_server.helpers import mcp_session, wait_until_gone
@@ -55,9 +57,17 @@ async def test_solve_is_offered_only_with_a_model_and_reports_progress() -> None
 
     assert tools["solve"].input_schema["required"] == ["task"]
     assert isinstance(result.structured_content, dict)
-    assert result.structured_content["solved"] is True
-    assert FIBONACCI_ANSWER in result.structured_content["answer"]
-    assert result.structured_content["stop_reason"] == "terminated"
-    assert result.structured_content["runs"] == 1
+    # The tool returns the outcome `solve --json` prints, and its schema says so.
+    outcome = CrewResult.model_validate(result.structured_content)
+    assert outcome.model_dump(mode="json") == result.structured_content
+    schema = CrewResult.model_json_schema(mode="serialization")
+    assert tools["solve"].output_schema is not None
+    assert tools["solve"].output_schema["properties"].keys() == schema["properties"].keys()
+    assert outcome.solved is True
+    assert outcome.answer is not None
+    assert FIBONACCI_ANSWER in outcome.answer
+    assert outcome.stop_reason is StopReason.TERMINATED
+    [run] = outcome.runs
+    assert run.stdout.strip() == FIBONACCI_ANSWER
     speakers = [line.split(":", 1)[0] for line in progress]
     assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]

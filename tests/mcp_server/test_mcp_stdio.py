@@ -274,7 +274,10 @@ def _wait_for(probe: object) -> int:
     [
         (("--memory", "10m"), "error: the MCP server needs a memory limit of at least 16m"),
         (("--transport", "carrier-pigeon"), "error: --transport must be stdio or streamable-http"),
-        (("--timeout", "0"), "error: Invalid sandbox settings: timeout must be > 0"),
+        (
+            ("--timeout", "0"),
+            "error: invalid settings: sandbox.timeout (command line): timeout must be > 0",
+        ),
     ],
     ids=["too-little-memory", "unknown-transport", "zero-timeout"],
 )

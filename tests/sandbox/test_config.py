@@ -73,7 +73,7 @@ def test_invalid_values_are_all_reported_at_once() -> None:
     ],
 )
 def test_each_invalid_value_has_a_clear_message(settings: dict[str, object], expected: str) -> None:
-    with pytest.raises(ConfigurationError, match="Invalid sandbox settings") as caught:
+    with pytest.raises(ConfigurationError, match="invalid sandbox settings") as caught:
         SandboxConfig(**settings)  # type: ignore[arg-type]
     assert expected in str(caught.value)
 

@@ -17,8 +17,8 @@ from sandcrew.sandbox import (
     ImageNotFoundError,
     SandboxConfig,
     UnsupportedLanguageError,
+    docker_endpoint,
 )
-from sandcrew.sandbox._docker_client import resolve_endpoint
 
 # None of these reach Docker: the checks come before any connection.
 
@@ -111,7 +111,7 @@ async def test_current_docker_context_is_used(
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     _write_context(tmp_path, "remote-box", "unix:///run/remote-box.sock", current=True)
-    endpoint = resolve_endpoint()
+    endpoint = docker_endpoint()
     assert (endpoint.host, endpoint.source) == ("unix:///run/remote-box.sock", "context remote-box")
     with pytest.raises(DockerUnavailableError) as caught:
         await DockerSandbox().start()
@@ -128,11 +128,11 @@ def test_docker_context_variable_and_docker_host_take_precedence(
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     _write_context(tmp_path, "in-config", "tcp://10.0.0.1:2375", current=True)
     _write_context(tmp_path, "in-variable", "tcp://10.0.0.2:2375", current=False)
-    assert resolve_endpoint().host == "tcp://10.0.0.1:2375"
+    assert docker_endpoint().host == "tcp://10.0.0.1:2375"
     monkeypatch.setenv("DOCKER_CONTEXT", "in-variable")
-    assert resolve_endpoint().host == "tcp://10.0.0.2:2375"
+    assert docker_endpoint().host == "tcp://10.0.0.2:2375"
     monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.3:2375")
-    assert resolve_endpoint().host == "tcp://10.0.0.3:2375"
+    assert docker_endpoint().host == "tcp://10.0.0.3:2375"
 
 
 async def test_context_with_partial_tls_material_is_refused(
@@ -155,7 +155,7 @@ def test_unknown_context_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     monkeypatch.setenv("DOCKER_CONTEXT", "gone")
     with pytest.raises(DockerUnavailableError, match="the Docker context 'gone'"):
-        resolve_endpoint()
+        docker_endpoint()
 
 
 def test_no_configuration_means_the_local_socket(
@@ -164,5 +164,5 @@ def test_no_configuration_means_the_local_socket(
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    endpoint = resolve_endpoint()
+    endpoint = docker_endpoint()
     assert (endpoint.host, endpoint.source) == ("unix:///var/run/docker.sock", "default")

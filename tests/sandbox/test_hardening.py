@@ -123,17 +123,25 @@ async def test_custom_limits_take_effect(docker_client: docker.DockerClient) -> 
 
 
 async def test_init_process_reaps_zombies(sandbox: DockerSandbox) -> None:
-    # The child forks a grandchild and exits at once: the orphaned grandchild is
-    # re-parented to PID 1, which must reap it when it exits.
+    # The child forks a grandchild and exits at once: the orphaned grandchild is re-parented
+    # to PID 1, which must reap it when it exits. The grandchild's end of a pipe closing
+    # says it has exited; its /proc entry (a zombie keeps one) going away says it was reaped.
+    # Were it never reaped, the loop would run into the time limit.
     code = """
 import os, time
-if os.fork() == 0:
+read_end, write_end = os.pipe()
+child = os.fork()
+if child == 0:
     if os.fork() == 0:
-        time.sleep(0.2)
+        os.write(write_end, str(os.getpid()).encode())
         os._exit(0)
     os._exit(0)
-os.wait()
-time.sleep(0.6)
+os.close(write_end)
+os.waitpid(child, 0)
+grandchild = int(os.read(read_end, 32))
+assert os.read(read_end, 1) == b""
+while os.path.exists(f"/proc/{grandchild}"):
+    time.sleep(0.01)
 states = []
 for pid in filter(str.isdigit, os.listdir('/proc')):
     with open(f'/proc/{pid}/stat') as handle:
@@ -142,6 +150,7 @@ print(open('/proc/1/cmdline').read().split('\\0')[0])
 print('zombies', states.count('Z'))
 """
     result = await sandbox.run(code)
+    assert result.ok, result.stderr
     init, zombies = result.stdout.splitlines()
     assert init.endswith("init")
     assert zombies == "zombies 0"

@@ -10,6 +10,9 @@ import pytest
 
 from tests.sandbox.helpers import our_containers, shared_client
 
+WriteFile = Callable[[str, str], Path]
+"""The ``write_file`` fixture: (name, dedented text) → the written path."""
+
 
 def own_containers() -> list[str]:
     """Sandbox containers made by this test process (other processes may share the engine)."""
@@ -23,7 +26,7 @@ def list_own_containers() -> Callable[[], list[str]]:
 
 
 @pytest.fixture
-def write_file(tmp_path: Path) -> Callable[[str, str], Path]:
+def write_file(tmp_path: Path) -> WriteFile:
     """Write dedented text to ``tmp_path / name`` and return the path."""
 
     def write(name: str, text: str) -> Path:

@@ -259,72 +259,8 @@ async def test_ray_executor_without_ray_names_the_extra(monkeypatch: pytest.Monk
         await run_suite(load_suite("basics"), CanonicalSolver(), executor=RayExecutor())
 
 
-PUBLIC_NAMES = {
-    "HUMANEVAL",
-    "AnswerTask",
-    "BaselineComparison",
-    "CanonicalSolver",
-    "CodeTask",
-    "CompletionsSolver",
-    "CrewSolver",
-    "ExactAnswer",
-    "LocalExecutor",
-    "NumberAnswer",
-    "RayExecutor",
-    "RegexAnswer",
-    "SealedCheck",
-    "Solver",
-    "SolverName",
-    "StatusChange",
-    "StatusCounts",
-    "Suite",
-    "SuiteError",
-    "SuiteInfo",
-    "SuiteRecorder",
-    "SuiteReport",
-    "Task",
-    "TaskExecutor",
-    "TaskOutcome",
-    "TaskResult",
-    "TaskStatus",
-    "answer_matches",
-    "check_program",
-    "baseline_differences",
-    "compare_with_baseline",
-    "default_concurrency",
-    "evaluate_task",
-    "list_suites",
-    "load_humaneval",
-    "load_suite",
-    "load_suite_file",
-    "make_solver",
-    "numbers_in",
-    "read_json_report",
-    "render_html_report",
-    "run_suite",
-    "seal_check",
-    "write_html_report",
-    "write_json_report",
-    "write_junit",
-    "CheckExecutor",
-    "CodeCheck",
-    "ContainerCheckExecutor",
-    "BatchCheckExecutor",
-    "Isolation",
-    "check_executor",
-    "Evaluation",
-    "PassAtK",
-    "SampleResult",
-    "estimate_pass_at_k",
-    "evaluate_functional_correctness",
-    "evaluate_samples",
-    "pass_at_k",
-}
-
-
-def test_public_surface() -> None:
-    assert set(sandcrew.suites.__all__) == PUBLIC_NAMES
-    assert all(hasattr(sandcrew.suites, name) for name in PUBLIC_NAMES)
+def test_suite_error_belongs_to_the_product_hierarchy() -> None:
+    # Which names sandcrew.suites publishes: tests/test_public_surface.py.
     assert issubclass(sandcrew.suites.SuiteError, sandcrew.UserError)
 
 

@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from typer.testing import CliRunner
 
 from sandcrew.cli import app
 from sandcrew.suites import load_suite, read_json_report
+from tests.suites.conftest import WriteFile
 
 SANDCREW = Path(sys.executable).with_name("sandcrew")
-WriteFile = Callable[[str, str], Path]
 
 
 def invoke(*args: str) -> Any:

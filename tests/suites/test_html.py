@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
@@ -13,10 +12,10 @@ import pytest
 from sandcrew.suites import SuiteReport, TaskResult, TaskStatus, write_json_report
 from tests.browser import dump_dom, screenshot
 from tests.process import run_cli
+from tests.suites.conftest import WriteFile
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftover_containers")]
 
-WriteFile = Callable[[str, str], Path]
 
 # Markup a task prints: it must show as text and never run.
 HOSTILE = (

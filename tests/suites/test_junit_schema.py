@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,7 @@ import xmlschema
 
 from sandcrew.suites import read_json_report
 from tests.process import run_cli
-
-WriteFile = Callable[[str, str], Path]
+from tests.suites.conftest import WriteFile
 
 SCHEMA = Path(__file__).parent / "schemas" / "junit-10.xsd"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,8 +19,7 @@ from sandcrew.suites import (
     list_suites,
     load_suite,
 )
-
-WriteFile = Callable[[str, str], Path]
+from tests.suites.conftest import WriteFile
 
 
 def test_yaml_suite_with_both_kinds_of_task(write_file: WriteFile) -> None:

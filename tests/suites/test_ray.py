@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 
 from sandcrew.suites import (
@@ -15,10 +12,9 @@ from sandcrew.suites import (
     load_suite,
     run_suite,
 )
+from tests.suites.conftest import WriteFile
 
 pytestmark = [pytest.mark.docker, pytest.mark.ray]
-
-WriteFile = Callable[[str, str], Path]
 
 
 async def test_ray_executor_reports_like_the_local_one(write_file: WriteFile) -> None:

@@ -21,10 +21,9 @@ from sandcrew.suites import (
     run_suite,
     write_json_report,
 )
+from tests.suites.conftest import WriteFile
 
 pytestmark = pytest.mark.docker
-
-WriteFile = Callable[[str, str], Path]
 
 
 async def test_basics_passes_with_the_canonical_solver() -> None:

@@ -1,0 +1,300 @@
+"""Python sessions on real Docker: state between cells, display outputs, limits, files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandcrew.sandbox import (
+    CellResult,
+    DisplayOutput,
+    DockerSandbox,
+    OutputEvent,
+    SandboxConfig,
+    Session,
+    SessionClosedError,
+    SessionFileError,
+    SessionLimitError,
+    SessionLimits,
+)
+from tests.sandbox.helpers import our_containers
+
+pytestmark = pytest.mark.docker
+
+LIMITS = SessionLimits(cell_timeout=10, interrupt_grace=3)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+async def session(sandbox: DockerSandbox) -> AsyncIterator[Session]:
+    async with sandbox.session("python", limits=LIMITS) as started:
+        yield started
+
+
+async def test_variables_imports_and_the_working_directory_persist(session: Session) -> None:
+    first = await session.run("import math\nx = 41\nimport os\nos.mkdir('d')\nos.chdir('d')")
+    second = await session.run("print(math.pi > 3, x + 1, os.getcwd())")
+
+    assert first.ok, first
+    assert second.stdout == "True 42 /workspace/d\n"
+    assert (first.execution_count, second.execution_count) == (1, 2)
+
+
+async def test_the_last_expression_of_a_cell_is_displayed(session: Session) -> None:
+    result = await session.run("x = 6\nx * 7")
+    quiet = await session.run("x * 7;")
+
+    assert result.outputs == [DisplayOutput(kind="result", data={"text/plain": "42"})]
+    assert result.stdout == ""
+    assert quiet.outputs == []
+
+
+async def test_display_and_rich_reprs_give_mime_bundles_in_order(session: Session) -> None:
+    code = """
+from IPython.display import HTML, display
+class Chart:
+    def _repr_png_(self):
+        return b"\\x89PNG\\r\\n\\x1a\\nnot really"
+    def _repr_html_(self):
+        return "<i>chart</i>"
+print("before")
+display(HTML("<b>first</b>"))
+display(Chart())
+Chart()
+"""
+    result = await session.run(code)
+
+    assert result.ok, result
+    assert result.stdout == "before\n"
+    first, second, last = result.outputs
+    assert first.kind == "display"
+    assert first.data["text/html"] == "<b>first</b>"
+    assert second.data["image/png"] == PNG_SIGNATURE + b"not really"
+    assert second.data["text/html"] == "<i>chart</i>"
+    assert last.kind == "result"
+    assert last.data["image/png"] == PNG_SIGNATURE + b"not really"
+
+
+async def test_an_error_is_reported_and_the_session_goes_on(session: Session) -> None:
+    failed = await session.run("y = 1\nraise ValueError('bad input')")
+    broken = await session.run("def f(:")
+    after = await session.run("print(y)")
+
+    assert failed.error is not None
+    assert (failed.error.name, failed.error.value) == ("ValueError", "bad input")
+    assert "raise ValueError('bad input')" in failed.error.traceback
+    assert not failed.timed_out
+    assert not failed.state_lost
+    assert broken.error is not None
+    assert broken.error.name == "SyntaxError"
+    assert after.stdout == "1\n"
+
+
+async def test_an_interrupted_infinite_loop_keeps_what_came_before(session: Session) -> None:
+    await session.run("x = 'kept'")
+    looped = await session.run("while True:\n    pass", timeout=1)
+    after = await session.run("print(x)")
+
+    assert looped.timed_out
+    assert not looped.state_lost
+    assert looped.error is not None
+    assert looped.error.name == "KeyboardInterrupt"
+    assert after.stdout == "kept\n"
+    assert after.ok
+
+
+async def test_a_cell_that_ignores_sigint_is_killed_and_the_next_cell_works(
+    session: Session,
+) -> None:
+    await session.run("x = 'gone'")
+    code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+    stuck = await session.run(code, timeout=1)
+    after = await session.run("print(globals().get('x'))")
+
+    assert stuck.timed_out
+    assert stuck.state_lost
+    assert stuck.reason is not None
+    assert "did not stop" in stuck.reason
+    assert after.stdout == "None\n"
+    assert after.ok
+
+
+async def test_running_out_of_memory_loses_the_state_and_the_session_goes_on(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(memory_bytes=160 * 1024 * 1024)
+    async with (
+        DockerSandbox(config, docker_client=docker_client) as sandbox,
+        sandbox.session(limits=LIMITS) as session,
+    ):
+        await session.run("x = 1")
+        hog = await session.run("blocks = [bytearray(16 << 20) for _ in range(64)]")
+        after = await session.run("print(globals().get('x'), 'alive')")
+
+    assert hog.state_lost
+    assert hog.reason is not None
+    assert "out of memory" in hog.reason
+    assert after.stdout == "None alive\n"
+
+
+async def test_output_is_streamed_while_the_cell_runs(session: Session) -> None:
+    # The cell can only finish once the host has seen its first line and answered.
+    code = """
+import os, time
+print("waiting", flush=True)
+while not os.path.exists("go"):
+    time.sleep(0.02)
+print("done")
+"""
+    events: list[OutputEvent | DisplayOutput | CellResult] = []
+    async for event in session.stream(code):
+        events.append(event)
+        if event == OutputEvent(stream="stdout", text="waiting\n"):
+            await session.put_file("go", b"")
+
+    *outputs, result = events
+    assert outputs == [
+        OutputEvent(stream="stdout", text="waiting\n"),
+        OutputEvent(stream="stdout", text="done\n"),
+    ]
+    assert isinstance(result, CellResult)
+    assert result.stdout == "waiting\ndone\n"
+
+
+async def test_on_output_sees_stdout_and_stderr(session: Session) -> None:
+    seen: list[OutputEvent] = []
+    result = await session.run(
+        "import sys\nprint('out')\nprint('err', file=sys.stderr)", on_output=seen.append
+    )
+
+    assert OutputEvent(stream="stdout", text="out\n") in seen
+    assert OutputEvent(stream="stderr", text="err\n") in seen
+    assert (result.stdout, result.stderr) == ("out\n", "err\n")
+
+
+async def test_interrupt_stops_the_running_cell_and_keeps_the_state(session: Session) -> None:
+    await session.run("x = 5")
+    code = "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.01)"
+    events = []
+    async for event in session.stream(code):
+        events.append(event)
+        if isinstance(event, OutputEvent):
+            await session.interrupt()
+    result = events[-1]
+    after = await session.run("x")
+
+    assert isinstance(result, CellResult)
+    assert result.error is not None
+    assert result.error.name == "KeyboardInterrupt"
+    assert not result.timed_out
+    assert not result.state_lost
+    assert after.outputs[0].data["text/plain"] == "5"
+
+
+async def test_output_beyond_the_cap_is_dropped_and_flagged(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(max_output_bytes=1000)
+    async with (
+        DockerSandbox(config, docker_client=docker_client) as sandbox,
+        sandbox.session(limits=LIMITS) as session,
+    ):
+        result = await session.run("print('x' * 100_000)\nprint('y' * 100_000)")
+
+    assert result.stdout_truncated
+    assert result.stdout == "x" * 1000
+
+
+async def test_restart_forgets_variables_and_keeps_files(session: Session) -> None:
+    await session.run("x = 1\nopen('kept.txt', 'w').write('still here')")
+    await session.restart()
+    after = await session.run("print(globals().get('x'), open('kept.txt').read())")
+
+    assert after.stdout == "None still here\n"
+    assert after.execution_count == 1
+
+
+async def test_files_go_in_and_come_back(session: Session, tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    (folder / "inner").mkdir(parents=True)
+    (folder / "inner" / "b.txt").write_text("bee")
+    (folder / "a.txt").write_text("ay")
+    await session.put_file("notes.txt", b"hello")
+    await session.put_file("data", folder)
+    made = await session.run("open('out.bin', 'wb').write(bytes(range(256)))")
+
+    assert made.ok
+    assert await session.get_file("notes.txt") == b"hello"
+    assert await session.get_file("data/inner/b.txt") == b"bee"
+    assert await session.get_file("out.bin") == bytes(range(256))
+    names = {(entry.name, entry.kind) for entry in await session.list_files()}
+    assert {("notes.txt", "file"), ("data", "folder"), ("out.bin", "file")} <= names
+    assert [entry.name for entry in await session.list_files("data")] == ["a.txt", "inner"]
+
+
+async def test_file_requests_never_follow_a_link(session: Session) -> None:
+    await session.run(
+        "import os\nos.symlink('/etc/passwd', 'passwd')\nos.symlink('/etc', 'etc')\n"
+        "open('big', 'wb').write(b'x' * 5000)"
+    )
+
+    with pytest.raises(SessionFileError, match="link"):
+        await session.get_file("passwd")
+    with pytest.raises(SessionFileError, match="not a folder"):
+        await session.get_file("etc/passwd")
+    with pytest.raises(SessionFileError, match="link"):
+        await session.put_file("passwd", b"overwritten?")
+    with pytest.raises(SessionFileError, match="more than"):
+        await session.get_file("big", max_bytes=100)
+    with pytest.raises(SessionFileError):
+        await session.get_file("missing.txt")
+    kinds = {entry.name: entry.kind for entry in await session.list_files()}
+    assert kinds["passwd"] == kinds["etc"] == "link"
+
+
+async def test_a_closed_session_refuses_cells_and_leaves_no_container(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient
+) -> None:
+    session = await sandbox.session(limits=LIMITS).start()
+    assert len(our_containers(docker_client)) == 1
+    await session.close()
+
+    assert our_containers(docker_client) == []
+    with pytest.raises(SessionClosedError):
+        await session.run("print(1)")
+
+
+async def test_the_number_of_sessions_of_a_process_is_capped(sandbox: DockerSandbox) -> None:
+    one = SessionLimits(max_sessions=1)
+    async with sandbox.session(limits=one) as first:
+        with pytest.raises(SessionLimitError, match="limit"):
+            await sandbox.session(limits=one).start()
+        result = await first.run("print('still fine')")
+
+    assert result.stdout == "still fine\n"
+
+
+async def test_two_sessions_do_not_share_state(sandbox: DockerSandbox) -> None:
+    async with sandbox.session(limits=LIMITS) as first, sandbox.session(limits=LIMITS) as second:
+        await asyncio.gather(first.run("x = 'first'"), second.run("x = 'second'"))
+        results = await asyncio.gather(first.run("print(x)"), second.run("print(x)"))
+
+    assert [result.stdout for result in results] == ["first\n", "second\n"]
+
+
+def test_the_sync_twin_keeps_state(docker_client: docker.DockerClient) -> None:
+    with (
+        DockerSandbox(docker_client=docker_client) as sandbox,
+        sandbox.session_sync(limits=LIMITS) as session,
+    ):
+        session.run("x = 2")
+        result = session.run("print(x * 21)")
+        session.put_file("f.txt", b"sync")
+        data = session.get_file("f.txt")
+
+    assert result.stdout == "42\n"
+    assert data == b"sync"
