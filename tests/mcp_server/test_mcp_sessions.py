@@ -205,3 +205,28 @@ async def test_sessions_belong_to_their_connection_and_end_with_it(
     assert process_alive(server.pid)
     assert "no open session" in theirs
     assert other_list["sessions"] == []
+
+
+async def test_a_flooding_cell_is_capped_in_its_result_and_its_progress() -> None:
+    flood = "import sys\nfor _ in range(200):\n    sys.stdout.write('x' * 65536)\nprint('end')"
+    messages: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    async with mcp_session() as session:
+        created = await call(session, "session_create")
+        result = await session.call_tool(
+            "session_run",
+            {"session_id": created["session_id"], "code": flood},
+            progress_callback=on_progress,
+        )
+        after = await call(session, "session_run", session_id=created["session_id"], code="7 * 6")
+
+    assert result.structured_content is not None
+    ran = result.structured_content
+    assert ran["stdout_truncated"] is True
+    assert len(ran["stdout"]) <= 1024 * 1024
+    streamed = "".join(message.removeprefix("stdout: ") for message in messages)
+    assert len(streamed) <= 1024 * 1024
+    assert after["outputs"][0]["data"]["text/plain"] == "42"
