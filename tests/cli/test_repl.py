@@ -107,3 +107,22 @@ def test_piped_cells_run_in_one_session_with_files(tmp_path: Path) -> None:
     completed = run_cli("repl", "--file", str(data), stdin=cells, timeout=START)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "14\n"
+
+
+def test_a_bash_repl_keeps_variables_functions_and_the_directory(tmp_path: Path) -> None:
+    data = tmp_path / "numbers.txt"
+    data.write_text("3\n4\n")
+    cells = (
+        "total=0\n"
+        "double() {\n"
+        "  echo $(( $1 * 2 ))\n"
+        "}\n"
+        "for n in $(cat numbers.txt); do total=$((total + n)); done\n"
+        "mkdir -p sub && cd sub\n"
+        'double $total; basename "$PWD"\n'
+    )
+    completed = run_cli(
+        "repl", "--language", "bash", "--file", str(data), stdin=cells, timeout=START
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "14\nsub\n"

@@ -97,21 +97,24 @@ async def test_an_error_stops_the_blocks_and_the_state_survives_it(
 
 
 @pytest.mark.parametrize("executor", [CELL_TIMEOUT], indirect=True)
-async def test_an_endless_block_times_out_and_the_executor_goes_on(
+async def test_an_endless_block_is_interrupted_and_the_state_survives(
     executor: SandcrewSessionExecutor,
 ) -> None:
+    await executor.execute_code_blocks(
+        [CodeBlock(code="kept = 'yes'", language="python")], CancellationToken()
+    )
     endless = await executor.execute_code_blocks(
         [CodeBlock(code="print('spinning', flush=True)\nwhile True:\n    pass", language="python")],
         CancellationToken(),
     )
     after = await executor.execute_code_blocks(
-        [CodeBlock(code="print('next')", language="python")], CancellationToken()
+        [CodeBlock(code="print(kept)", language="python")], CancellationToken()
     )
 
     assert endless.exit_code == 124
     assert endless.output.startswith("spinning\n")
     assert f"Timeout (the cell ran longer than {CELL_TIMEOUT:g}s)" in endless.output
-    assert after.output == "next\n"
+    assert after.output == "yes\n"
 
 
 async def test_restart_gives_a_fresh_interpreter(executor: SandcrewSessionExecutor) -> None:
