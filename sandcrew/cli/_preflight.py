@@ -19,10 +19,14 @@ from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig, connect_docker
 _LISTED_MODELS_SHOWN = 5
 
 
-def check_before_solving(settings: CrewSettings) -> None:
-    """Every check a crew needs before it spends a model call."""
+def check_before_solving(settings: CrewSettings, *, sandbox_here: bool = True) -> None:
+    """Every check a crew needs before it spends a model call.
+
+    ``sandbox_here=False``: the sandboxes run elsewhere (a cluster's nodes check their own).
+    """
     settings.endpoint.api_key_value()  # no model configured at all
-    check_sandbox_image(settings.sandbox, "python")
+    if sandbox_here:
+        check_sandbox_image(settings.sandbox, "python")
     models = {settings.model_for(role) for role in ("admin", "coder", "reviewer")}
     asyncio.run(check_endpoint(settings.endpoint, sorted(models)))
 

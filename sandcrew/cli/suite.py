@@ -9,7 +9,6 @@ configuration errors, 3 Docker or the model endpoint unreachable, 130 interrupte
 from __future__ import annotations
 
 import asyncio
-import enum
 import sys
 import time
 from pathlib import Path
@@ -32,18 +31,24 @@ from rich.table import Table
 from sandcrew.cli import _options as options, _output, suite_evaluate
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._terminal import visible_controls
-from sandcrew.cli.suite_evaluate import IsolationName
-from sandcrew.suites import SolverName
+from sandcrew.cli.suite_evaluate import (
+    AddressOption,
+    ChunkSize,
+    ExecutorName,
+    ExecutorOption,
+    IsolationOption,
+    make_executor,
+)
+from sandcrew.suites import Isolation, SolverName
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
         BaselineComparison,
-        Isolation,
+        Executor,
         Solver,
         Suite,
         SuiteReport,
-        TaskExecutor,
         TaskResult,
     )
 
@@ -53,11 +58,6 @@ FULL_TABLE_LIMIT = 40
 """Above this many tasks the final table lists only the tasks that did not pass."""
 
 _STATUS_STYLES = {"pass": "green", "fail": "red", "error": "magenta", "timeout": "yellow"}
-
-
-class ExecutorName(enum.StrEnum):
-    LOCAL = "local"
-    RAY = "ray"
 
 
 suite_app = typer.Typer(
@@ -106,20 +106,10 @@ def run(
     allow_failures: Annotated[
         bool, typer.Option(help="Without --baseline, exit 0 even when tasks do not pass.")
     ] = False,
-    executor: Annotated[
-        ExecutorName, typer.Option(help="Where tasks run: this machine or a Ray cluster.")
-    ] = ExecutorName.LOCAL,
-    address: Annotated[
-        str | None,
-        typer.Option(help="Ray cluster address for --executor ray (default: start a local Ray)."),
-    ] = None,
-    isolation: Annotated[
-        IsolationName,
-        typer.Option(
-            help="task: a new container per check; batch: one container for many checks, "
-            "each as its own uid in its own directory (see docs/security.md).",
-        ),
-    ] = IsolationName.TASK,
+    executor: ExecutorOption = ExecutorName.LOCAL,
+    address: AddressOption = None,
+    isolation: IsolationOption = Isolation.TASK,
+    chunk_size: ChunkSize = None,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
     config: options.Config = None,
@@ -149,10 +139,6 @@ def run(
         raise SuiteError(
             f"No task of suite {loaded.name!r} matches --filter {' '.join(filters or ())}"
         )
-    if executor is ExecutorName.LOCAL and address is not None:
-        raise SuiteError("--address only applies to --executor ray")
-    if executor is ExecutorName.RAY and isolation is not IsolationName.TASK:
-        raise SuiteError("--isolation batch only applies to --executor local")
     for option, path in (("--report", report), ("--junit", junit), ("--html", html)):
         if path is not None and not path.parent.is_dir():
             raise SuiteError(f"{option} {path}: the folder {path.parent} does not exist")
@@ -164,10 +150,12 @@ def run(
             f"{solver.value!r}, so its verdicts cannot be compared"
         )
     # Before Docker and the model: a cluster that does not answer fails within seconds.
-    task_executor = _make_executor(executor, address, isolation.value)
+    task_executor = make_executor(executor, address, isolation, chunk_size)
+    # On a cluster, each node's engine is checked where the chunk lands (an error names it).
+    sandbox_here = executor is ExecutorName.LOCAL
     if solver is SolverName.CREW:
-        check_before_solving(settings)
-    else:
+        check_before_solving(settings, sandbox_here=sandbox_here)
+    elif sandbox_here:
         check_sandbox_image(settings.sandbox, "python")
     run_model = settings.endpoint.model if solver is SolverName.CREW else None
     if previous is not None:
@@ -272,20 +260,10 @@ def _warn_on_baseline_differences(
         )
 
 
-def _make_executor(name: ExecutorName, address: str | None, isolation: Isolation) -> TaskExecutor:
-    from sandcrew.suites import LocalExecutor, RayExecutor
-
-    if name is ExecutorName.RAY:
-        ray_executor = RayExecutor(address=address)
-        ray_executor.check_reachable()
-        return ray_executor
-    return LocalExecutor(isolation)
-
-
 def _run_with_progress(
     suite: Suite,
     solver: Solver,
-    executor: TaskExecutor,
+    executor: Executor,
     concurrency: int | None,
     sandbox_config: SandboxConfig,
 ) -> tuple[SuiteReport, bool]:
@@ -328,6 +306,8 @@ def _run_with_progress(
             sandbox_config=sandbox_config,
             on_result=advance,
             recorder=recorder,
+            # A crew's second try is another solve, not the same program timed again.
+            confirm_timeouts=solver.name != SolverName.CREW.value,
         )
 
     with progress:
@@ -379,7 +359,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
             style = _STATUS_STYLES[result.status.value]
             row = [
                 _cell(result.task_id),
-                f"[{style}]{result.status.value}[/]",
+                f"[{style}]{result.verdict}[/]",
                 f"{result.duration:.2f}s",
                 str(result.container_runs),
             ]

@@ -5,7 +5,9 @@ options, shows progress (a bar with ETA on a terminal, plain lines when
 piped), prints pass@k and picks the exit code from the one table (0 every sample
 checked, 1 some samples had no verdict because the sandbox failed, 2 usage or
 configuration errors, 3 Docker unreachable, 130 interrupted). The sandbox's settings
-come from ``--config`` and ``SANDCREW_SANDBOX__*`` like every command's.
+come from ``--config`` and ``SANDCREW_SANDBOX__*`` like every command's. The executor
+options (``--executor``, ``--address``, ``--isolation``, ``--chunk-size``) are shared
+with ``suite run``.
 """
 
 from __future__ import annotations
@@ -23,19 +25,64 @@ from rich.markup import escape
 from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._preflight import check_sandbox_image
-
-
-class IsolationName(enum.StrEnum):
-    """``--isolation``: how the checks are kept apart."""
-
-    TASK = "task"
-    BATCH = "batch"
-
+from sandcrew.suites import Isolation
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from sandcrew.suites import Evaluation, SampleResult
+    from sandcrew.suites import Evaluation, Executor, SampleResult
+
+
+class ExecutorName(enum.StrEnum):
+    """``--executor``: where jobs run."""
+
+    LOCAL = "local"
+    RAY = "ray"
+
+
+ExecutorOption = Annotated[
+    ExecutorName, typer.Option(help="Where checks run: this machine or a Ray cluster.")
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Ray cluster address for --executor ray: auto, HOST:PORT or ray://HOST:PORT "
+        "(default: start a local Ray)."
+    ),
+]
+IsolationOption = Annotated[
+    Isolation,
+    typer.Option(
+        help="task: a new container per check; batch: one container for many checks, "
+        "each as its own uid in its own directory (see docs/security.md).",
+    ),
+]
+ChunkSize = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="With --executor ray: checks per chunk, one sandbox each "
+        "(default: about four chunks per CPU of the cluster).",
+    ),
+]
+
+
+def make_executor(
+    name: ExecutorName, address: str | None, isolation: Isolation, chunk_size: int | None
+) -> Executor:
+    """The executor the options name; a Ray cluster that does not answer fails within seconds."""
+    from sandcrew.suites import LocalExecutor, RayExecutor, SuiteError
+
+    if name is ExecutorName.RAY:
+        ray_executor = RayExecutor(address=address, isolation=isolation, chunk_size=chunk_size)
+        ray_executor.check_reachable()
+        return ray_executor
+    if address is not None:
+        raise SuiteError("--address only applies to --executor ray")
+    if chunk_size is not None:
+        raise SuiteError("--chunk-size only applies to --executor ray")
+    return LocalExecutor(isolation)
+
 
 PLAIN_PROGRESS_SECONDS = 10.0
 """When piped, a progress line at least this often (and at every tenth of the samples)."""
@@ -66,26 +113,39 @@ def evaluate(
         float,
         typer.Option(help="Seconds each sample's check may run, for problems that set none."),
     ] = 3.0,
+    time_factor: Annotated[
+        float | None,
+        typer.Option(
+            help="Limit each problem to max(--time-floor, this × its reference solution's "
+            "time), the reference timed alone first where the problem gives none "
+            "(evalplus's rule); problems with neither keep --timeout.",
+        ),
+    ] = None,
+    time_floor: Annotated[
+        float,
+        typer.Option(help="The least limit of --time-factor, seconds."),
+    ] = 1.0,
     ignore_incomplete: Annotated[
         bool, typer.Option(help="Allow problems without samples (pass@k over the attempted).")
     ] = False,
-    isolation: Annotated[
-        IsolationName,
-        typer.Option(
-            help="task: a new container per sample; batch: one container for many samples, "
-            "each as its own uid in its own directory (see docs/security.md).",
-        ),
-    ] = IsolationName.TASK,
+    executor: ExecutorOption = ExecutorName.LOCAL,
+    address: AddressOption = None,
+    isolation: IsolationOption = Isolation.TASK,
+    chunk_size: ChunkSize = None,
     config: options.Config = None,
 ) -> None:
     """Check every sample in a throwaway container; write SAMPLES_results.jsonl and pass@k."""
-    from sandcrew.suites import check_executor, evaluate_samples
+    from sandcrew.suites import RelativeTimeLimit, evaluate_samples
     from sandcrew.suites._pass_at_k import parse_ks
 
     ks = parse_ks(k)
+    relative = RelativeTimeLimit(time_factor, time_floor) if time_factor is not None else None
     settings = options.settings_from_options(config=config)
-    # As `suite run`: a missing image is a setup problem (2), said before any sample runs.
-    check_sandbox_image(settings.sandbox, "python")
+    checks_executor = make_executor(executor, address, isolation, chunk_size)
+    if executor is ExecutorName.LOCAL:
+        # As `suite run`: a missing image is a setup problem (2), said before any sample runs
+        # (on a cluster, each node's engine is checked where the chunk lands).
+        check_sandbox_image(settings.sandbox, "python")
     progress = _ProgressReporter(_output.console(stderr=True))
     try:
         with progress:
@@ -96,8 +156,10 @@ def evaluate(
                     ks=ks,
                     concurrency=concurrency,
                     check_timeout=timeout,
+                    relative_limit=relative,
                     ignore_incomplete=ignore_incomplete,
-                    executor=check_executor(isolation.value, settings.sandbox),
+                    executor=checks_executor,
+                    sandbox_config=settings.sandbox,
                     on_start=progress.start,
                     on_result=progress.advance,
                 )
@@ -192,6 +254,8 @@ def _print_summary(console: Console, evaluation: Evaluation) -> None:
         f"{statuses.get(TaskStatus.PASS, 0)} passed, {statuses.get(TaskStatus.FAIL, 0)} failed, "
         f"{statuses.get(TaskStatus.TIMEOUT, 0)} timed out"
     )
+    if evaluation.confirmed_timeouts:
+        counts += f" ({evaluation.confirmed_timeouts} confirmed alone)"
     if evaluation.errors:
         counts += f", [magenta]{evaluation.errors} not checked (sandbox errors)[/]"
     console.print(
@@ -199,6 +263,12 @@ def _print_summary(console: Console, evaluation: Evaluation) -> None:
         f"({evaluation.executor}): {counts}",
         highlight=False,
     )
+    if evaluation.retried:
+        console.print(
+            f"{evaluation.retried} samples checked more than once "
+            f"(timed out with others running, or their worker was lost); see their 'retries'",
+            highlight=False,
+        )
     for k, value in evaluation.pass_at_k.values.items():
         console.print(f"pass@{k}: {value:.4f}", highlight=False)
     for k in evaluation.pass_at_k.skipped:

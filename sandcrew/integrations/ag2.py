@@ -36,6 +36,7 @@ from sandcrew.integrations._outcome import TIMEOUT_EXIT_CODE, combined_output, p
 from sandcrew.sandbox import (
     CellResult,
     DockerSandbox,
+    Sandbox,
     SandboxConfig,
     Session,
     SessionLimits,
@@ -63,14 +64,15 @@ class SandcrewSandbox(SandboxBase):
     opened sandbox (they count towards the sandbox's program-size limit).
     """
 
-    def __init__(self, sandbox: DockerSandbox) -> None:
+    def __init__(self, sandbox: Sandbox, workdir: PurePosixPath) -> None:
         self._sandbox = sandbox
+        self._workdir = workdir
         self._files: dict[PurePosixPath, bytes] = {}
         self._closed = False
 
     @property
     def workdir(self) -> PurePosixPath:
-        return PurePosixPath(self._sandbox.config.workdir)
+        return self._workdir
 
     @property
     def host_workdir(self) -> Path | None:
@@ -135,20 +137,26 @@ class SandcrewSandbox(SandboxBase):
 class SandcrewSandboxFactory:
     """AG2 ``SandboxFactory`` (and ``WorkdirAware``) opening :class:`SandcrewSandbox` es.
 
-    One :class:`~sandcrew.sandbox.DockerSandbox` serves every sandbox it opens; close the
-    factory (or use ``async with``) to wait for the last containers to be removed.
+    One :class:`~sandcrew.sandbox.DockerSandbox` made from ``config`` serves every
+    sandbox it opens; another :class:`~sandcrew.sandbox.Sandbox` (a test double, another
+    backend) may be given instead, ``config`` then only naming the working directory.
+    Close the factory (or use ``async with``) to wait for the last containers to be removed.
     """
 
-    def __init__(self, config: SandboxConfig | None = None) -> None:
-        self._sandbox = DockerSandbox(config)
+    def __init__(
+        self, config: SandboxConfig | None = None, *, sandbox: Sandbox | None = None
+    ) -> None:
+        settings = config if config is not None else SandboxConfig()
+        self._sandbox: Sandbox = sandbox if sandbox is not None else DockerSandbox(settings)
+        self._workdir = PurePosixPath(settings.workdir)
 
     @property
-    def sandbox(self) -> DockerSandbox:
+    def sandbox(self) -> Sandbox:
         return self._sandbox
 
     @property
     def workdir(self) -> PurePosixPath:
-        return PurePosixPath(self._sandbox.config.workdir)
+        return self._workdir
 
     @asynccontextmanager
     async def open(
@@ -156,7 +164,7 @@ class SandcrewSandboxFactory:
     ) -> AsyncIterator[SandcrewSandbox]:
         """A sandbox for one tool call; nothing to resolve from ``context``."""
         del context
-        opened = SandcrewSandbox(self._sandbox)
+        opened = SandcrewSandbox(self._sandbox, self._workdir)
         try:
             yield opened
         finally:

@@ -35,6 +35,7 @@ from sandcrew.sandbox import (
     DisplayOutput,
     DockerSandbox,
     OutputEvent,
+    Sandbox,
     Session,
     SessionLimits,
 )
@@ -58,7 +59,7 @@ class _Entry:
 class ClientSessions:
     """Sessions of the server's clients, keyed by an id and owned by a connection."""
 
-    def __init__(self, sandbox: Callable[[], DockerSandbox], limits: ServerLimits) -> None:
+    def __init__(self, sandbox: Callable[[], Sandbox], limits: ServerLimits) -> None:
         self._sandbox = sandbox
         self._limits = limits
         self._session_limits = SessionLimits(
@@ -110,7 +111,10 @@ class ClientSessions:
                 f"this client already holds {len(held)} sessions, the server's limit; "
                 f"close one with session_close (open: {', '.join(held)})"
             )
-        session = self._sandbox().session(language, limits=self._session_limits)
+        sandbox = self._sandbox()
+        if not isinstance(sandbox, DockerSandbox):
+            raise UserError("this server's sandbox holds no sessions; use run_code")
+        session = sandbox.session(language, limits=self._session_limits)
         await session.start()
         key = secrets.token_hex(8)
         entry = self._entries[key] = _Entry(session, owner)

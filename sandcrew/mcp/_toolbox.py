@@ -27,7 +27,7 @@ from sandcrew.mcp._tools import (
     SessionInfo,
     SessionList,
 )
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent, Sandbox, SandboxConfig
 
 # The owner of sessions created by calls that came on no known connection (direct
 # callers of the toolbox): they are closed when the toolbox is.
@@ -89,10 +89,12 @@ class SandboxToolbox:
         limits: ServerLimits,
         *,
         max_concurrent_runs: int = 8,
+        sandbox_factory: Callable[[SandboxConfig], Sandbox] = DockerSandbox,
     ) -> None:
         self._settings = settings
         self._limits = limits
-        self._sandboxes: dict[tuple[int, bool], DockerSandbox] = {}
+        self._sandbox_factory = sandbox_factory
+        self._sandboxes: dict[tuple[int, bool], Sandbox] = {}
         self._runs: set[asyncio.Task[ExecutionResult]] = set()
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._sessions = ClientSessions(
@@ -122,14 +124,14 @@ class SandboxToolbox:
         for sandbox in sandboxes:
             await sandbox.aclose()
 
-    def _sandbox(self, memory_bytes: int, network: bool) -> DockerSandbox:
+    def _sandbox(self, memory_bytes: int, network: bool) -> Sandbox:
         key = (memory_bytes, network)
         sandbox = self._sandboxes.get(key)
         if sandbox is None:
             config = self._settings.sandbox.model_copy(
                 update={"memory_bytes": memory_bytes, "network": network}
             )
-            sandbox = self._sandboxes[key] = DockerSandbox(config)
+            sandbox = self._sandboxes[key] = self._sandbox_factory(config)
         return sandbox
 
     @_recorded
@@ -166,7 +168,7 @@ class SandboxToolbox:
 
     async def _run_in_slot(
         self,
-        sandbox: DockerSandbox,
+        sandbox: Sandbox,
         code: str,
         language: str,
         timeout: float,  # noqa: ASYNC109
@@ -174,9 +176,11 @@ class SandboxToolbox:
         on_output: Callable[[OutputEvent], Awaitable[None]] | None,
     ) -> ExecutionResult:
         async with self._slots:
-            return await sandbox.run(
-                code, language, timeout=timeout, files=files or None, on_output=on_output
-            )
+            if isinstance(sandbox, DockerSandbox):  # live output is DockerSandbox's
+                return await sandbox.run(
+                    code, language, timeout=timeout, files=files or None, on_output=on_output
+                )
+            return await sandbox.run(code, language, timeout=timeout, files=files or None)
 
     def list_languages(self) -> LanguagesResult:
         sandbox = self._sandbox(self._limits.max_memory_bytes, False)

@@ -13,20 +13,25 @@ from ._baseline import (
     baseline_differences,
     compare_with_baseline,
 )
-from ._check_executors import (
-    BatchCheckExecutor,
-    CheckExecutor,
-    CodeCheck,
-    ContainerCheckExecutor,
-    check_executor,
-)
 from ._checks import answer_matches, check_program, numbers_in
 from ._errors import SuiteError
 from ._evaluation import (
     Evaluation,
+    RelativeTimeLimit,
     SampleResult,
     evaluate_functional_correctness,
     evaluate_samples,
+)
+from ._executors import (
+    Executor,
+    Isolation,
+    Job,
+    LocalExecutor,
+    SandboxFactory,
+    batch_container,
+    container_per_run,
+    default_concurrency,
+    evaluate_task,
 )
 from ._harness import SealedCheck, seal_check
 from ._html import render_html_report, write_html_report
@@ -48,15 +53,7 @@ from ._reports import (
     write_json_report,
     write_junit,
 )
-from ._runner import (
-    Isolation,
-    LocalExecutor,
-    SuiteRecorder,
-    TaskExecutor,
-    default_concurrency,
-    evaluate_task,
-    run_suite,
-)
+from ._runner import SuiteRecorder, run_suite
 from ._solvers import (
     CanonicalSolver,
     CompletionsSolver,
@@ -71,23 +68,23 @@ __all__ = [
     "HUMANEVAL",
     "AnswerTask",
     "BaselineComparison",
-    "BatchCheckExecutor",
     "CanonicalSolver",
-    "CheckExecutor",
-    "CodeCheck",
     "CodeTask",
     "CompletionsSolver",
-    "ContainerCheckExecutor",
     "CrewSolver",
     "Evaluation",
     "ExactAnswer",
+    "Executor",
     "Isolation",
+    "Job",
     "LocalExecutor",
     "NumberAnswer",
     "PassAtK",
     "RayExecutor",
     "RegexAnswer",
+    "RelativeTimeLimit",
     "SampleResult",
+    "SandboxFactory",
     "SealedCheck",
     "Solver",
     "SolverName",
@@ -99,15 +96,15 @@ __all__ = [
     "SuiteRecorder",
     "SuiteReport",
     "Task",
-    "TaskExecutor",
     "TaskOutcome",
     "TaskResult",
     "TaskStatus",
     "answer_matches",
     "baseline_differences",
-    "check_executor",
+    "batch_container",
     "check_program",
     "compare_with_baseline",
+    "container_per_run",
     "default_concurrency",
     "estimate_pass_at_k",
     "evaluate_functional_correctness",

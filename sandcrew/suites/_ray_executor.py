@@ -1,29 +1,48 @@
-"""Running tasks on a Ray cluster: each task a Ray task, each node its own Docker engine.
+"""Running jobs on a Ray cluster: chunks of jobs, one sandbox per chunk on its node's engine.
 
-Every worker builds its own :class:`~sandcrew.suites._runner.LocalExecutor`-style
-sandbox against the Docker engine of the node it runs on, so the machines of a
-cluster share the work and no container crosses machines. Nodes need sandcrew
-and the sandbox image installed; the driver ships tasks, the solver and the
-sandbox settings, and receives plain results.
+The jobs are grouped into chunks; each chunk is one Ray task, which makes one
+sandbox from the executor's factory against the Docker engine of the node it
+runs on (with batch isolation: one batch container for the whole chunk) and
+streams each result back as it finishes. No container crosses machines. Nodes
+need sandcrew and the sandbox image installed; the driver ships jobs, the
+sandbox factory and settings, and receives plain results.
+
+A chunk whose worker or node is lost mid-run is not retried by Ray: the driver
+knows which of its jobs were reported and sends only the others again, as a
+new chunk, so that no job is reported twice and none is lost; each such result
+says it was re-run. A node that cannot run the sandbox (no Docker, no image)
+ends the run with an error naming the node.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import os
+import queue
 import socket
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from sandcrew.errors import ErrorCode, InfrastructureError
+from sandcrew.errors import ConfigurationError, ErrorCode, InfrastructureError
 
 from ._errors import SuiteError
-from ._outcomes import TaskResult
-from ._runner import ResultCallback, evaluate_task
-from ._solvers import Solver
-from ._tasks import AnswerTask, CodeTask
+from ._executors import (
+    Isolation,
+    Job,
+    JobCallback,
+    SandboxFactory,
+    check_concurrency,
+    first_leaf,
+    run_jobs,
+    runs_at_once,
+)
+from ._outcomes import TaskResult, TaskStatus
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig
@@ -31,60 +50,102 @@ if TYPE_CHECKING:
 RAY_INSTALL = "pip install 'sandcrew[ray]'"
 CONNECT_TIMEOUT = 5.0
 """Seconds a cluster address may take to accept a connection before the run gives up."""
+CHUNKS_PER_SLOT = 4
+"""Chunks per slot of the cluster by default: small enough to balance the nodes' load and
+to lose little with a worker, large enough that a container start is paid rarely."""
+MAX_CHUNK_SIZE = 500
+"""Jobs per chunk at most by default."""
+ATTEMPTS = 3
+"""Times a job is sent to a worker before a lost worker counts as the job's error."""
+CANCEL_GRACE = 60.0
+"""Seconds a cancelled run waits for its workers to remove their containers."""
+_SLOTS_PER_CHUNK = 1
+"""Runs at once in one chunk's sandbox: a chunk holds one of the cluster's CPUs."""
 _DEFAULT_PORTS = {"ray": 10001, "": 6379}
 """Ray Client's port for ``ray://`` addresses, the GCS port for ``host`` alone."""
 
 
+@dataclass(frozen=True)
+class _ChunkStarted:
+    node: str
+
+
+@dataclass(frozen=True)
+class _NodeFailure:
+    """What ended a chunk on its node; the driver raises it, naming the node."""
+
+    node: str
+    message: str
+    code: ErrorCode | None
+    """``None``: a configuration error, the same on every node."""
+
+    def error(self) -> Exception:
+        if self.code is None:
+            return ConfigurationError(f"on Ray node {self.node}: {self.message}")
+        return InfrastructureError(f"on Ray node {self.node}: {self.message}", code=self.code)
+
+
 class RayExecutor:
-    """Fans tasks out over Ray.
+    """Runs jobs in chunks over Ray, each chunk in one sandbox on its node's Docker engine.
 
     ``address`` names a running cluster (``"auto"``, ``"ray://host:10001"``,
     ``"host:6379"``); without one a local Ray instance is started for the run
     (``num_cpus`` slots, default: the cores) and shut down afterwards. A Ray
-    already initialised in this process is used as it is.
+    already initialised in this process is used as it is. ``isolation`` (or
+    ``sandbox_factory``) picks the sandbox of a chunk. ``chunk_size`` (jobs per
+    chunk) and the run's ``concurrency`` (chunks at once) default to what the
+    cluster's CPUs call for: one chunk per CPU, about four chunks per CPU in all.
     """
 
-    name = "ray"
-
-    def __init__(self, *, address: str | None = None, num_cpus: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        isolation: Isolation | str = Isolation.TASK,
+        sandbox_factory: SandboxFactory | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
         if num_cpus is not None and num_cpus < 1:
             raise SuiteError(f"num_cpus must be at least 1 (got {num_cpus})")
+        if chunk_size is not None and chunk_size < 1:
+            raise SuiteError(f"chunk size must be at least 1 (got {chunk_size})")
         self.address = address
         self.num_cpus = num_cpus
+        self.isolation = Isolation(isolation)
+        self.sandbox_factory = sandbox_factory or self.isolation.factory
+        self.chunk_size = chunk_size
         self._answered = False  # the address accepted a connection once: not probed again
+
+    @property
+    def name(self) -> str:
+        return "ray" if self.isolation is Isolation.TASK else "ray, batch container"
 
     async def execute(
         self,
-        tasks: Sequence[AnswerTask | CodeTask],
-        solver: Solver,
+        jobs: Sequence[Job],
         *,
-        concurrency: int,
+        concurrency: int | None,
         sandbox_config: SandboxConfig,
-        on_result: ResultCallback,
+        on_result: JobCallback,
     ) -> None:
+        check_concurrency(concurrency)
+        if not jobs:
+            return
         ray = _import_ray()
         started_here = await asyncio.to_thread(self._connect, ray)
         try:
-            remote_evaluate = ray.remote(num_cpus=1, max_retries=0)(evaluate_on_worker)
-            slots = asyncio.Semaphore(concurrency)
-
-            async def one(task: AnswerTask | CodeTask) -> None:
-                async with slots:
-                    reference = remote_evaluate.remote(task, solver, sandbox_config)
-                    try:
-                        result: TaskResult = await reference
-                    except asyncio.CancelledError:
-                        # Interrupts the worker, whose sandbox then removes the container.
-                        ray.cancel(reference)
-                        raise
-                on_result(result)
-
-            try:
-                async with asyncio.TaskGroup() as group:
-                    for task in tasks:
-                        group.create_task(one(task))
-            except ExceptionGroup as group_error:
-                raise _unwrapped(ray, group_error) from None
+            at_once = concurrency or _cluster_cpus(ray)
+            size = self.chunk_size or chunk_size_for(len(jobs), at_once)
+            remote = ray.remote(run_chunk).options(
+                num_cpus=_SLOTS_PER_CHUNK,
+                max_retries=0,  # retried here: only the jobs that did not report
+                num_returns="streaming",
+                scheduling_strategy="SPREAD",
+            )
+            run = _ChunkedRun(ray, remote, jobs, self.sandbox_factory, sandbox_config, on_result)
+            run.one_at_a_time = concurrency == 1
+            await run.run(size, at_once)
         finally:
             if started_here:
                 # Stopping a local Ray takes seconds: keep the event loop (and Ctrl-C) responsive.
@@ -120,7 +181,7 @@ class RayExecutor:
         options: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": False,
-            "logging_level": "WARNING",
+            "logging_level": "ERROR",
         }
         if self.address is None:
             options["num_cpus"] = self.num_cpus or os.cpu_count() or 1
@@ -138,23 +199,228 @@ class RayExecutor:
         return True
 
 
-def evaluate_on_worker(
-    task: AnswerTask | CodeTask, solver: Solver, sandbox_config: SandboxConfig
-) -> TaskResult:
-    """Body of the Ray task: a sandbox on this node's engine, one task, one result."""
-    from sandcrew.sandbox import DockerSandbox
-
-    async def run() -> TaskResult:
-        async with DockerSandbox(sandbox_config) as sandbox:
-            return await evaluate_task(task, solver, sandbox)
-
-    return asyncio.run(run())
+def chunk_size_for(jobs: int, chunks_at_once: int) -> int:
+    """Jobs per chunk: about ``CHUNKS_PER_SLOT`` chunks per slot, at most ``MAX_CHUNK_SIZE``."""
+    return max(1, min(MAX_CHUNK_SIZE, math.ceil(jobs / (chunks_at_once * CHUNKS_PER_SLOT))))
 
 
-def _unwrapped(ray: Any, group: BaseExceptionGroup[BaseException]) -> BaseException:
-    from ._runner import first_leaf
+class _ChunkedRun:
+    """The driver's side of one run: chunks in flight, what was reported, what to send again."""
 
-    error = first_leaf(group)
+    def __init__(
+        self,
+        ray: Any,
+        remote: Any,
+        jobs: Sequence[Job],
+        factory: SandboxFactory,
+        config: SandboxConfig,
+        on_result: JobCallback,
+    ) -> None:
+        self.ray = ray
+        self.remote = remote
+        self.jobs = jobs
+        self.factory = factory
+        self.config = config
+        self.on_result = on_result
+        self.reported: set[int] = set()
+        self.sent: dict[int, int] = {}
+        self.notes: dict[int, list[str]] = {}
+        self.lost_errors = _lost_worker_errors(ray)
+        self.one_at_a_time = False
+        """Nothing queued in a chunk's sandbox either (``concurrency=1``)."""
+        self._group: asyncio.TaskGroup | None = None
+        self._slots: asyncio.Semaphore | None = None
+
+    async def run(self, size: int, at_once: int) -> None:
+        self._slots = asyncio.Semaphore(at_once)
+        indices = range(len(self.jobs))
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                for start in range(0, len(self.jobs), size):
+                    group.create_task(self._drive(list(indices[start : start + size])))
+        except ExceptionGroup as group_error:
+            raise _unwrapped(self.ray, first_leaf(group_error)) from None
+
+    async def _drive(self, chunk: list[int]) -> None:
+        assert self._slots is not None
+        async with self._slots:
+            for index in chunk:
+                self.sent[index] = self.sent.get(index, 0) + 1
+            node = "(not started)"
+            generator = self.remote.remote(
+                [(index, self.jobs[index]) for index in chunk],
+                self.factory,
+                self.config,
+                queued=not self.one_at_a_time,
+            )
+            try:
+                async for reference in generator:
+                    message = await reference
+                    if isinstance(message, _ChunkStarted):
+                        node = message.node
+                    elif isinstance(message, _NodeFailure):
+                        raise message.error()
+                    else:
+                        self._report(*message)
+            except asyncio.CancelledError:
+                # Interrupts the worker, whose sandbox then removes its container; waiting
+                # for it keeps this driver (whose exit would kill the worker) alive meanwhile.
+                self.ray.cancel(generator)
+                await _drained(generator)
+                raise
+            except self.lost_errors as lost:
+                self._send_again(chunk, f"its Ray worker on node {node} was lost ({_first(lost)})")
+
+    def _report(self, index: int, result: TaskResult) -> None:
+        if index in self.reported:
+            return  # a result that arrived from a chunk sent again: the first one counts
+        self.reported.add(index)
+        notes = self.notes.get(index)
+        if notes:
+            result = result.model_copy(update={"retries": (*notes, *result.retries)})
+        self.on_result(index, result)
+
+    def _send_again(self, chunk: list[int], why: str) -> None:
+        assert self._group is not None
+        again: list[int] = []
+        for index in chunk:
+            if index in self.reported:
+                continue
+            self.notes.setdefault(index, []).append(f"{why}; sent again")
+            if self.sent[index] < ATTEMPTS:
+                again.append(index)
+            else:
+                job = self.jobs[index]
+                self._report(
+                    index,
+                    TaskResult(
+                        task_id=job.task.id,
+                        kind=job.task.kind,
+                        tags=job.task.tags,
+                        status=TaskStatus.ERROR,
+                        duration=0.0,
+                        detail=f"lost with its Ray worker {ATTEMPTS} times; last time {why}",
+                    ),
+                )
+        if again:
+            self._group.create_task(self._drive(again))
+
+
+def run_chunk(
+    jobs: list[tuple[int, Job]],
+    factory: SandboxFactory,
+    config: SandboxConfig,
+    *,
+    queued: bool = True,
+) -> Iterator[_ChunkStarted | _NodeFailure | tuple[int, TaskResult]]:
+    """Body of a chunk's Ray task: one sandbox on this node's engine, each result as it ends.
+
+    The jobs run on an event loop in a thread of their own; this generator hands
+    their results to Ray as they come. When Ray cancels the task (the driver was
+    interrupted), the loop is cancelled and the sandbox removes its containers
+    before the task ends. ``queued``: keep as many runs in flight as the sandbox
+    accepts (a batch queues the next one inside), else strictly one at a time.
+    """
+    node = _this_node()
+    yield _ChunkStarted(node)
+    messages: queue.SimpleQueue[_NodeFailure | tuple[int, TaskResult] | None] = queue.SimpleQueue()
+    loop = asyncio.new_event_loop()
+    main = loop.create_task(_run_chunk(jobs, factory, config, queued, messages.put))
+
+    def serve() -> None:
+        try:
+            loop.run_until_complete(main)
+        except (ConfigurationError, InfrastructureError) as error:
+            code = None if isinstance(error, ConfigurationError) else error.code
+            messages.put(_NodeFailure(node, str(error), code))
+        except BaseException as error:  # a chunk that cannot run at all ends the run
+            messages.put(_NodeFailure(node, f"{type(error).__name__}: {error}", _INFRA))
+        finally:
+            loop.close()
+            messages.put(None)
+
+    server = threading.Thread(target=serve, name="sandcrew-chunk", daemon=True)
+    server.start()
+    try:
+        while True:
+            try:
+                # A timeout keeps this thread where Ray's cancellation can interrupt it.
+                message = messages.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if message is None:
+                return
+            yield message
+            if isinstance(message, _NodeFailure):
+                return
+    finally:
+        if server.is_alive():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(main.cancel)
+            server.join(CANCEL_GRACE)
+
+
+_INFRA = ErrorCode.INFRASTRUCTURE
+
+
+async def _run_chunk(
+    jobs: list[tuple[int, Job]],
+    factory: SandboxFactory,
+    config: SandboxConfig,
+    queued: bool,
+    put: Any,
+) -> None:
+    sandbox = factory(config, slots=_SLOTS_PER_CHUNK)
+    try:
+        await sandbox.start()
+        await run_jobs(
+            sandbox,
+            jobs,
+            runs_at_once(sandbox, _SLOTS_PER_CHUNK) if queued else 1,
+            lambda index, result: put((index, result)),
+        )
+    finally:
+        await sandbox.aclose()
+
+
+async def _drained(generator: Any) -> None:
+    """Wait (a while) for a cancelled chunk's task to end."""
+    with contextlib.suppress(Exception, TimeoutError):
+        async with asyncio.timeout(CANCEL_GRACE):
+            async for reference in generator:
+                with contextlib.suppress(Exception):
+                    await reference
+
+
+def _this_node() -> str:
+    ray = import_module("ray")
+    node_id = ray.get_runtime_context().get_node_id()
+    return f"{ray.util.get_node_ip_address()} ({socket.gethostname()}, node id {node_id[:12]})"
+
+
+def _cluster_cpus(ray: Any) -> int:
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _lost_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    errors = ray.exceptions
+    return (
+        errors.WorkerCrashedError,
+        errors.NodeDiedError,
+        errors.ObjectLostError,
+        errors.LocalRayletDiedError,
+        errors.OutOfMemoryError,
+        errors.RaySystemError,
+    )
+
+
+def _first(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _unwrapped(ray: Any, error: BaseException) -> BaseException:
     # A task's own exception travels wrapped; show the original (e.g. a ConfigurationError).
     if isinstance(error, ray.exceptions.RayTaskError):
         cause = error.as_instanceof_cause()

@@ -7,52 +7,30 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING
 
 from sandcrew import __version__
-from sandcrew.errors import ConfigurationError
 
-from ._errors import SuiteError
-from ._outcomes import TaskOutcome, TaskResult, TaskStatus
+from ._executors import (
+    Executor,
+    Job,
+    JobCallback,
+    LocalExecutor,
+    check_concurrency,
+    execute_confirming_timeouts,
+)
+from ._outcomes import TaskResult
 from ._reports import SuiteReport
 from ._solvers import Solver
-from ._tasks import AnswerTask, CodeTask, Suite
+from ._tasks import Suite
 
 if TYPE_CHECKING:
-    from sandcrew.sandbox import Sandbox, SandboxConfig
+    from sandcrew.sandbox import SandboxConfig
 
 ResultCallback = Callable[[TaskResult], None]
-
-Isolation = Literal["task", "batch"]
-"""How checks are kept apart: ``task``, a new container per check; ``batch``, many checks
-in one container, each as its own uid in its own directory (see ``BatchSandbox``)."""
-
-
-class TaskExecutor(Protocol):
-    """Runs tasks somewhere and reports each result as soon as it is known."""
-
-    @property
-    def name(self) -> str: ...
-
-    async def execute(
-        self,
-        tasks: Sequence[AnswerTask | CodeTask],
-        solver: Solver,
-        *,
-        concurrency: int,
-        sandbox_config: SandboxConfig,
-        on_result: ResultCallback,
-    ) -> None:
-        """Solve every task, at most ``concurrency`` at once, calling ``on_result`` for each.
-
-        Cancelling it stops the tasks in flight and leaves no container behind.
-        """
-        ...
 
 
 class SuiteRecorder:
@@ -97,121 +75,58 @@ class SuiteRecorder:
         )
 
 
-def default_concurrency() -> int:
-    """One task per core."""
-    return os.cpu_count() or 1
-
-
 async def run_suite(
     suite: Suite,
     solver: Solver,
     *,
     concurrency: int | None = None,
-    executor: TaskExecutor | None = None,
+    executor: Executor | None = None,
     sandbox_config: SandboxConfig | None = None,
     on_result: ResultCallback | None = None,
     recorder: SuiteRecorder | None = None,
+    confirm_timeouts: bool = True,
 ) -> SuiteReport:
     """Solve every task of ``suite`` with ``solver`` and report the verdicts.
 
-    ``concurrency`` defaults to the number of cores; ``executor`` to
-    :class:`LocalExecutor`; ``sandbox_config`` to the sandbox's hardened defaults
-    (its ``timeout`` applies to tasks that set none). ``on_result`` is called as
-    each task finishes. When the run is cancelled, the tasks in flight are
-    cancelled too (their containers removed) and ``CancelledError`` propagates;
-    ``recorder`` then still holds every finished result.
+    ``concurrency`` defaults to the executor's choice (locally, one per core);
+    ``executor`` to :class:`LocalExecutor`; ``sandbox_config`` to the sandbox's
+    hardened defaults (its ``timeout`` applies to tasks that set none). A task
+    that timed out runs once more alone before its timeout counts, unless
+    ``confirm_timeouts`` is false. ``on_result`` is called as each task
+    finishes. When the run is cancelled, the tasks in flight are cancelled too
+    (their containers removed) and ``CancelledError`` propagates; ``recorder``
+    then still holds every finished result.
     """
     from sandcrew.sandbox import SandboxConfig
 
-    slots = default_concurrency() if concurrency is None else concurrency
-    if slots < 1:
-        raise SuiteError(f"concurrency must be at least 1 (got {slots})")
+    check_concurrency(concurrency)
     chosen = executor if executor is not None else LocalExecutor()
     collected = recorder or SuiteRecorder(suite, solver=solver.name, executor=chosen.name)
 
-    def record(result: TaskResult) -> None:
+    def record(index: int, result: TaskResult) -> None:
         collected.add(result)
         if on_result is not None:
             on_result(result)
 
-    await chosen.execute(
-        suite.tasks,
-        solver,
-        concurrency=slots,
+    execute = execute_confirming_timeouts if confirm_timeouts else _execute
+    await execute(
+        chosen,
+        [Job(task, solver) for task in suite.tasks],
+        concurrency=concurrency,
         sandbox_config=sandbox_config or SandboxConfig(),
         on_result=record,
     )
     return collected.report()
 
 
-async def evaluate_task(
-    task: AnswerTask | CodeTask, solver: Solver, sandbox: Sandbox
-) -> TaskResult:
-    """Solve one task and time it; a failure of the harness is that task's ``error``."""
-    started = time.monotonic()
-    try:
-        outcome = await solver.solve(task, sandbox)
-    except ConfigurationError:
-        raise  # the same for every task: stop the run and say what to configure
-    except Exception as error:  # one task's broken harness must not end the whole suite
-        outcome = TaskOutcome(status=TaskStatus.ERROR, detail=f"{type(error).__name__}: {error}")
-    return TaskResult(
-        task_id=task.id,
-        kind=task.kind,
-        tags=task.tags,
-        duration=time.monotonic() - started,
-        **outcome.model_dump(),
+async def _execute(
+    executor: Executor,
+    jobs: list[Job],
+    *,
+    concurrency: int | None,
+    sandbox_config: SandboxConfig,
+    on_result: JobCallback,
+) -> None:
+    await executor.execute(
+        jobs, concurrency=concurrency, sandbox_config=sandbox_config, on_result=on_result
     )
-
-
-class LocalExecutor:
-    """Runs tasks here, on this machine's Docker engine.
-
-    ``isolation="task"`` runs each check in a new container; ``"batch"`` runs
-    them in one shared container (sized for ``concurrency`` checks at once),
-    each as its own uid in its own directory.
-    """
-
-    def __init__(self, isolation: Isolation = "task") -> None:
-        self.isolation = isolation
-
-    @property
-    def name(self) -> str:
-        return "local" if self.isolation == "task" else "local, batch container"
-
-    async def execute(
-        self,
-        tasks: Sequence[AnswerTask | CodeTask],
-        solver: Solver,
-        *,
-        concurrency: int,
-        sandbox_config: SandboxConfig,
-        on_result: ResultCallback,
-    ) -> None:
-        from sandcrew.sandbox import BatchSandbox, DockerSandbox
-
-        slots = asyncio.Semaphore(concurrency)
-
-        async def one(task: AnswerTask | CodeTask, sandbox: Sandbox) -> None:
-            async with slots:
-                result = await evaluate_task(task, solver, sandbox)
-            on_result(result)
-
-        sandbox: Sandbox
-        if self.isolation == "batch":
-            sandbox = BatchSandbox(sandbox_config, slots=min(concurrency, max(1, len(tasks))))
-        else:
-            sandbox = DockerSandbox(sandbox_config)
-        async with sandbox:
-            try:
-                async with asyncio.TaskGroup() as group:
-                    for task in tasks:
-                        group.create_task(one(task, sandbox))
-            except ExceptionGroup as group_error:
-                raise first_leaf(group_error) from None
-
-
-def first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first exception inside a (possibly nested) exception group."""
-    first = group.exceptions[0]
-    return first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

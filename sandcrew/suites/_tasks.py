@@ -24,6 +24,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
     field_validator,
 )
 
@@ -104,6 +105,9 @@ class _TaskBase(BaseModel):
     tags: tuple[str, ...] = ()
     timeout: float | None = None
     """Seconds one container run of this task may take; ``None``: the run's default."""
+    reference_time: float | None = None
+    """Seconds the reference solution's check takes, where known; a relative time limit
+    (:class:`~sandcrew.suites.RelativeTimeLimit`) scales it."""
 
     @field_validator("id")
     @classmethod
@@ -112,11 +116,11 @@ class _TaskBase(BaseModel):
             raise ValueError(f"id must be non-empty without surrounding spaces (got {value!r})")
         return value
 
-    @field_validator("timeout")
+    @field_validator("timeout", "reference_time")
     @classmethod
-    def _positive_timeout(cls, value: float | None) -> float | None:
+    def _positive_seconds(cls, value: float | None, info: ValidationInfo) -> float | None:
         if value is not None and not value > 0:
-            raise ValueError(f"timeout must be > 0 (got {value:g})")
+            raise ValueError(f"{info.field_name} must be > 0 (got {value:g})")
         return value
 
     def matches(self, pattern: str) -> bool:

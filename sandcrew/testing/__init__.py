@@ -1,5 +1,5 @@
-"""Test doubles for code built on sandcrew: a scripted OpenAI-compatible model server and
-personas that replay how real chat models answer.
+"""Test doubles for code built on sandcrew: a scripted OpenAI-compatible model server,
+personas that replay how real chat models answer, and a sandbox with scripted results.
 
 Tests drive the real ``openai`` client over HTTP against :class:`ScriptedModelServer`;
 nothing is patched. :func:`block_real_model_requests` makes accidental real requests fail.
@@ -9,6 +9,7 @@ from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._agents import ScriptedAgent
 from sandcrew.testing._guard import block_real_model_requests, closed_loopback_url
 from sandcrew.testing._personas import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona
+from sandcrew.testing._sandbox import RecordedRun, ScriptedRun, ScriptedSandbox
 from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
 
@@ -19,8 +20,11 @@ __all__ = [
     "PERSONAS",
     "Persona",
     "RecordedRequest",
+    "RecordedRun",
     "ScriptedAgent",
     "ScriptedModelServer",
+    "ScriptedRun",
+    "ScriptedSandbox",
     "ScriptedToolCall",
     "Turn",
     "block_real_model_requests",

@@ -9,8 +9,8 @@ import pytest
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.sandbox import SandboxConfig
-from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
-from tests.crew.fakes import ScriptedSandbox
+from sandcrew.testing import ScriptedModelServer, ScriptedSandbox, ScriptedToolCall, Turn
+from tests.crew.fakes import fibonacci_sandbox
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 
@@ -57,7 +57,7 @@ def happy_path_turns() -> list[Turn]:
 @pytest.fixture
 def fake_sandbox() -> ScriptedSandbox:
     """The sandbox test double: scripted outcomes for the test programs, no Docker."""
-    return ScriptedSandbox()
+    return fibonacci_sandbox()
 
 
 def settings_for(server: ScriptedModelServer, **overrides: Any) -> CrewSettings:

@@ -17,7 +17,7 @@ from sandcrew.crew import (
     solve_task,
 )
 from sandcrew.sandbox import DockerSandbox, ExecutionResult
-from sandcrew.testing import ScriptedModelServer, Turn
+from sandcrew.testing import ScriptedModelServer, ScriptedSandbox, Turn
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
     FIBONACCI_CODE,
@@ -28,7 +28,6 @@ from tests.crew.conftest import (
     review_turn,
     settings_for,
 )
-from tests.crew.fakes import ScriptedSandbox
 
 NO_PRINT_CODE = """```python
 def fibonacci(n):

@@ -6,7 +6,15 @@ import json
 
 from sandcrew.agents import StopReason
 from sandcrew.crew import solve_task
-from sandcrew.testing import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, ScriptedModelServer, Turn
+from sandcrew.testing import (
+    FIBONACCI_ANSWER,
+    FIBONACCI_TASK,
+    PERSONAS,
+    ScriptedModelServer,
+    ScriptedRun,
+    ScriptedSandbox,
+    Turn,
+)
 from tests.crew.conftest import (
     FIBONACCI_CODE,
     admin_final_turn,
@@ -14,7 +22,6 @@ from tests.crew.conftest import (
     review_turn,
     settings_for as settings_on,
 )
-from tests.crew.fakes import Outcome, ScriptedSandbox
 
 
 async def test_reasoning_never_reaches_the_runner_or_the_answer(
@@ -26,7 +33,7 @@ async def test_reasoning_never_reaches_the_runner_or_the_answer(
     assert result.solved
     assert result.answer == f"The 39th Fibonacci number is {FIBONACCI_ANSWER}."
     # the fence inside <think> never ran; the transcript keeps the reasoning
-    assert [code for _, code in fake_sandbox.programs] == [result.last_code]
+    assert [code for code in (run.code for run in fake_sandbox.runs)] == [result.last_code]
     assert "not this one" not in (result.last_code or "")
     assert result.messages[1].content.startswith("<think>")
     # the next speakers' context has no reasoning in it
@@ -51,9 +58,9 @@ async def test_a_fallback_speaker_is_recorded_on_the_result(
 async def test_requests_stay_within_the_models_context(
     scripted_model_server: ScriptedModelServer,
 ) -> None:
-    long_failure = Outcome(exit_code=1, stderr="ValueError: " + "x" * 3000 + "\n")
-    sandbox = ScriptedSandbox({"attempt": long_failure, "print(fibonacci(39))": Outcome(
-        stdout=f"{FIBONACCI_ANSWER}\n")})  # fmt: skip
+    long_failure = ScriptedRun(exit_code=1, stderr="ValueError: " + "x" * 3000 + "\n")
+    sandbox = ScriptedSandbox({"attempt": long_failure, "print(fibonacci(39))": ScriptedRun(
+        stdout=f"{FIBONACCI_ANSWER}\n")}, languages=("python", "bash"))  # fmt: skip
     failing = [f"```python\nprint('attempt {n}' + undefined_{n})\n```" for n in range(4)]
     for code in failing:
         scripted_model_server.add(coder_turn(code), review_turn())

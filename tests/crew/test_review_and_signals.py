@@ -19,7 +19,7 @@ from sandcrew.crew import (
     inspect_code,
     review_code_block,
 )
-from tests.crew.fakes import ScriptedSandbox
+from tests.crew.fakes import fibonacci_sandbox
 
 GOOD_CLAIMS = ReviewClaims(
     has_multiple_code_blocks=False,
@@ -85,7 +85,7 @@ def test_review_function_contract_and_wrapper() -> None:
 
 
 async def test_runner_without_a_coder_message_asks_for_code() -> None:
-    runner = RunnerAgent(ScriptedSandbox())
+    runner = RunnerAgent(fibonacci_sandbox())
     reply = await runner.generate_reply([TextMessage(content="task", sender="admin")])
     assert reply.content == NO_CODE_REPLY
     assert runner.runs == []

