@@ -77,6 +77,9 @@ if typing.TYPE_CHECKING:
         SessionEvent as SessionEvent,
         SessionLimits as SessionLimits,
     )
+    from ._session_pool import (
+        SessionPool as SessionPool,
+    )
     from ._signals import (
         treat_sigterm_as_interrupt as treat_sigterm_as_interrupt,
     )

@@ -69,6 +69,7 @@ _FRAME_ALLOWANCE = 1024 * 1024
 
 _live_lock = threading.Lock()
 _live: set[Session] = set()
+_exit_hook = {"registered": False}
 
 
 class SessionClosedError(SandboxError):
@@ -166,7 +167,8 @@ class Session:
                     "or raise SessionLimits.max_sessions"
                 )
             _live.add(self)
-            if len(_live) == 1:
+            if not _exit_hook["registered"]:
+                _exit_hook["registered"] = True
                 atexit.register(_close_all_at_exit)
         self._started = True
         self._loop = asyncio.get_running_loop()

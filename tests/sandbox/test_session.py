@@ -20,6 +20,7 @@ from sandcrew.sandbox import (
     SessionFileError,
     SessionLimitError,
     SessionLimits,
+    SessionPool,
 )
 from tests.sandbox.helpers import our_containers
 
@@ -298,3 +299,25 @@ def test_the_sync_twin_keeps_state(docker_client: docker.DockerClient) -> None:
 
     assert result.stdout == "42\n"
     assert data == b"sync"
+
+
+async def test_a_pool_hands_out_started_sessions_and_starts_new_ones(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient
+) -> None:
+    async with SessionPool(sandbox, size=1, limits=LIMITS) as pool:
+        waiting = our_containers(docker_client)
+        first = await pool.take()
+        second = await pool.take()
+        try:
+            await first.run("x = 'first'")
+            results = [
+                await session.run("print(globals().get('x'))") for session in (first, second)
+            ]
+        finally:
+            await first.close()
+            await second.close()
+
+    assert len(waiting) == 1
+    assert first.container_name != second.container_name
+    assert [result.stdout for result in results] == ["first\n", "None\n"]
+    assert our_containers(docker_client) == []
