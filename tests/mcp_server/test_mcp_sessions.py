@@ -15,6 +15,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp_server.helpers import (
+    http_mcp_server,
     mcp_session,
     process_alive,
     sandcrew_mcp_children,
@@ -181,11 +182,12 @@ async def test_large_display_outputs_are_left_out_not_sent() -> None:
     assert ran["outputs"] == [{"kind": "display", "data": {}, "omitted": ["text/plain"]}]
 
 
-@pytest.mark.server_options("--max-sessions", "2")
-async def test_sessions_belong_to_their_connection_and_end_with_it(
-    http_server: tuple[str, subprocess.Popen[bytes]],
-) -> None:
-    url, server = http_server
+async def test_sessions_belong_to_their_connection_and_end_with_it() -> None:
+    with http_mcp_server("--max-sessions", "2") as (url, server):
+        await _owner_then_other(url, server)
+
+
+async def _owner_then_other(url: str, server: subprocess.Popen[bytes]) -> None:
     async with streamable_http_client(url) as (read, write), ClientSession(read, write) as owner:
         await owner.initialize()
         created = await call(owner, "session_create")
