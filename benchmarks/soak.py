@@ -147,9 +147,8 @@ PROBLEM = {
     "prompt": "def add(a, b):\n",
     "entry_point": "add",
     "canonical_solution": "    return a + b\n",
-    "test": (
-        "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
-    ),
+    # One call: each hostile completion attacks once.
+    "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n",
 }
 
 
@@ -159,14 +158,21 @@ def _body(code: str) -> str:
 
 PASSED, FAILED, TIMED_OUT = "passed", "failed", "timed out"
 SURVEY = r"""
-import os
-leftovers = []
-for kind in ("shm", "msg", "sem"):
-    with open("/proc/sysvipc/" + kind) as table:
-        leftovers += table.read().splitlines()[1:]
-if os.path.isdir("/dev/mqueue"):
-    leftovers += os.listdir("/dev/mqueue")
-return a + b if not leftovers else leftovers
+import os, time
+def ipc_objects():
+    found = set()
+    for kind in ("shm", "msg", "sem"):
+        with open("/proc/sysvipc/" + kind) as table:
+            found.update(kind + ":" + line.split()[1] for line in table.read().splitlines()[1:])
+    if os.path.isdir("/dev/mqueue"):
+        found.update("mqueue:" + name for name in os.listdir("/dev/mqueue"))
+    return found
+# A neighbour running at the same time may hold objects for a moment; what outlives it is left.
+seen = ipc_objects()
+if seen:
+    time.sleep(1.5)
+leftovers = seen & ipc_objects()
+return a + b if not leftovers else sorted(leftovers)
 """
 BATCH_CLASSES: dict[str, tuple[str, frozenset[str]]] = {
     "batch/right": ("return a + b", frozenset({PASSED})),
@@ -178,10 +184,12 @@ BATCH_CLASSES: dict[str, tuple[str, frozenset[str]]] = {
     "batch/memory-bomb": (MEMORY_BOMB.replace("chunks", "held"), frozenset({FAILED, TIMED_OUT})),
     "batch/fork-bomb": (FORK_BOMB, frozenset({FAILED, TIMED_OUT})),
     "batch/deep-tree-fill": (
-        # 1,500 levels, then a file at the bottom that fills the work dir (at most 96 MiB).
+        # 1,500 levels, then files at the bottom that fill the work dir (at most 96 MiB),
+        # each under the file size limit.
         "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')\n"
-        "    open('f', 'w').write('x' * 4096)\ntry:\n    with open('fill', 'wb') as fill:\n"
-        "        for _ in range(96):\n            fill.write(bytes(1 << 20))\n"
+        "    open('f', 'w').write('x' * 4096)\ntry:\n    for n in range(24):\n"
+        "        with open('fill%d' % n, 'wb') as fill:\n"
+        "            fill.write(bytes(4 << 20))\n"
         "except OSError:\n    pass\nreturn a + b",
         frozenset({PASSED}),
     ),
@@ -311,7 +319,7 @@ def one_batch(names: list[str], kill: tuple[float, signal.Signals] | None, tally
         (folder / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in samples))
         process = _sandcrew(
             *("suite", "evaluate", "samples.jsonl", "--problems", "problems.jsonl"),
-            *("--isolation", "batch", "--k", "1", "--timeout", "3", "-j", "2"),
+            *("--isolation", "batch", "--k", "1", "--timeout", "5", "-j", "2"),
             cwd=folder,
         )
         finished = _finish(process, kill, tally)

@@ -64,6 +64,8 @@ def host_config(
             "/tmp": f"{tmpfs_options},size={config.tmp_tmpfs_bytes},mode=1777",
         },
         "shm_size": config.shm_bytes,
+        # An IPC namespace of its own that no other container may join.
+        "ipc_mode": "private",
         "security_opt": security_options(config),
         # The supervisor's only privileges; the program drops them all.
         "cap_drop": ["ALL"] if config.drop_all_capabilities else None,

@@ -21,7 +21,8 @@ supervisor's stdout) first kills every process of the task's uid (as that
 uid, ``kill(-1)`` until none runs), then, as root, lists what the uid left
 in the workdir, drops to the uid for good and removes the task's SysV IPC
 objects and those entries, without recursion and within a time bound. The
-supervisor's loop never waits for it; the task's slot is free once it is done.
+supervisor's loop never waits for it; the task's slot is free once it is done,
+and no task starts while a reaper works.
 When the cleanup fails, the container retires: queued and later tasks come
 back as ``elsewhere``.
 
@@ -66,6 +67,7 @@ CLEANUP_SECONDS = 5.0
 START_FAILED_EXIT = 125
 _KILLED_EXIT = 128 + signal.SIGKILL
 _MESSAGE_SIZE = 256
+_READS_PER_EVENT = 4
 _STATUS_FD = 3  # a task's start-up errors, in the task: closed once the program runs
 
 
@@ -108,17 +110,19 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _drain(descriptor: int) -> tuple[bytes, bool]:
-    """What a non-blocking pipe holds now, and whether it reached its end."""
+def _drain(descriptor: int, chunks_at_most: int = 1 << 30) -> tuple[bytes, bool]:
+    """What a non-blocking pipe holds now (up to a number of reads: a writer that never
+    stops must not hold the loop), and whether it reached its end."""
     chunks: list[bytes] = []
-    while True:
+    for _ in range(chunks_at_most):
         try:
             chunk = os.read(descriptor, 65536)
         except BlockingIOError:
-            return b"".join(chunks), False
+            break
         if not chunk:
             return b"".join(chunks), True
         chunks.append(chunk)
+    return b"".join(chunks), False
 
 
 # The zygote: forked before the supervisor read anything, it never holds a nonce, a
@@ -154,6 +158,12 @@ def become_the_task(workdir: str, uid: int, language: str, nproc: int, address_s
         os.execvpe(runner.interpreter[0], [*runner.interpreter, path], dict(os.environ))
     os.close(_STATUS_FD)
     os._exit(_run_python(directory, path))
+
+
+def _above_status_fd(descriptor: int) -> int:
+    while descriptor <= _STATUS_FD:
+        descriptor = os.dup(descriptor)
+    return descriptor
 
 
 def _read_program(descriptor: int) -> bytes:
@@ -295,6 +305,8 @@ class Zygote:
             child = -1
         if child == 0:
             try:
+                # Out of the way of fds 0-3 first, so no dup2 below overwrites one of them.
+                descriptors = [_above_status_fd(descriptor) for descriptor in descriptors]
                 for target, descriptor in enumerate(descriptors):
                     os.dup2(descriptor, target)
                 become_the_task(self.workdir, uid, language, self.nproc, self.address_space)
@@ -440,7 +452,11 @@ class BatchSupervisor:
 
     def launch_queued(self) -> None:
         # At most `slots` tasks run or are being cleaned up at once; the host keeps a
-        # few more queued here so that no slot waits for a round trip to the host.
+        # few more queued here so that no slot waits for a round trip to the host. None
+        # starts while a reaper works: a task starts with no other task's leftovers (and
+        # the space and memory they held back), and sees no process of an ended task.
+        if any(task.reaping and not task.reaped for task in self.tasks.values()):
+            return
         while self.queued and len(self.tasks) < self.slots:
             self.launch(self.queued.pop(0))
 
@@ -471,7 +487,7 @@ class BatchSupervisor:
     def from_task(self, task: Task, descriptor: int) -> None:
         if descriptor not in task.open_streams:
             return  # closed earlier in this round; the number may be reused
-        chunk, ended = _drain(descriptor)
+        chunk, ended = _drain(descriptor, _READS_PER_EVENT)
         task.keep(descriptor, chunk)
         if ended:
             self.close_stream(task, descriptor)

@@ -152,7 +152,8 @@ def remove_entry(folder: str, name: str, give_up: float) -> None:
     nor descriptors. Raises :class:`TimeoutError` past ``give_up`` and
     :class:`OSError` when something cannot be deleted.
     """
-    top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    # O_PATH: the workdir may not be readable by the task's uid (only searchable).
+    top = os.open(folder, os.O_PATH | os.O_DIRECTORY)
     try:
         if _unlink(name, top):
             return

@@ -150,6 +150,7 @@ class Supervisor:
         os.seteuid(0)
         unpack_files(files, self.workdir)
         self.become_the_run_uid()
+        make_undumpable()  # until the exec: this copy of the supervisor holds the nonce
         path = os.path.join(self.workdir, runner.filename)
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         write_all(handle, program)

@@ -16,6 +16,8 @@ Output that is not a terminal (a pipe, a file) keeps the exact text, and so do
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import TextIO
 
 from sandcrew.cli._output import is_terminal
@@ -84,3 +86,22 @@ def reset_attributes(stream: TextIO) -> None:
     if is_terminal(stream):
         stream.write(RESET_ATTRIBUTES)
         stream.flush()
+
+
+class VisibleControlsFormatter(logging.Formatter):
+    """Log lines (which may quote a program's or a model's text) with visible controls."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible_controls(super().format(record))
+
+
+def log_to_stderr(level: int = logging.WARNING) -> None:
+    """Send sandcrew's log records to stderr, their control characters shown on a terminal."""
+    handler = logging.StreamHandler(sys.stderr)
+    if is_terminal(sys.stderr):
+        handler.setFormatter(VisibleControlsFormatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("sandcrew")
+    logger.addHandler(handler)
+    logger.setLevel(level)

@@ -112,9 +112,11 @@ def mcp(
     with_solve = settings.endpoint.configured
 
     # The optional SDK: imported only for this command.
+    from sandcrew.cli._terminal import log_to_stderr
     from sandcrew.mcp import QueueLimits, serve
     from sandcrew.mcp._http import check_auth_token
 
+    log_to_stderr()
     if transport != "stdio":
         check_auth_token(auth_token, host=host)
     given = {"per_client": max_queued_per_client, "total": max_queued}

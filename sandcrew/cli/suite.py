@@ -85,7 +85,11 @@ def run(
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-j", help="Tasks at once (default: one per core)."),
+        typer.Option(
+            "--concurrency",
+            "-j",
+            help="Tasks at once (default: one per core; on Ray, chunks at once, one per CPU).",
+        ),
     ] = None,
     filters: Annotated[
         list[str] | None,
@@ -381,6 +385,12 @@ def _print_results(console: Console, report: SuiteReport) -> None:
     if counts.not_run:
         summary += f", {counts.not_run} not run"
     console.print(f"{summary} in {report.duration:.1f}s")
+    rerun = sum(1 for result in report.results if result.retries)
+    if rerun:
+        console.print(
+            f"{_count(rerun, 'task')} ran more than once (a timeout run again alone, or a lost "
+            "worker); the --report file says why for each."
+        )
 
 
 def _print_comparison(

@@ -107,7 +107,11 @@ def evaluate(
     ),
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-j", help="Samples at once (default: one per core)."),
+        typer.Option(
+            "--concurrency",
+            "-j",
+            help="Samples at once (default: one per core; on Ray, chunks at once, one per CPU).",
+        ),
     ] = None,
     timeout: Annotated[
         float,
@@ -125,6 +129,12 @@ def evaluate(
         float,
         typer.Option(help="The least limit of --time-factor, seconds."),
     ] = 1.0,
+    confirm_timeouts: Annotated[
+        bool,
+        typer.Option(
+            help="Check a sample that timed out once more, alone, before its timeout counts."
+        ),
+    ] = True,
     ignore_incomplete: Annotated[
         bool, typer.Option(help="Allow problems without samples (pass@k over the attempted).")
     ] = False,
@@ -157,6 +167,7 @@ def evaluate(
                     concurrency=concurrency,
                     check_timeout=timeout,
                     relative_limit=relative,
+                    confirm_timeouts=confirm_timeouts,
                     ignore_incomplete=ignore_incomplete,
                     executor=checks_executor,
                     sandbox_config=settings.sandbox,

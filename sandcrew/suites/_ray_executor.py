@@ -335,7 +335,9 @@ def run_chunk(
             code = None if isinstance(error, ConfigurationError) else error.code
             messages.put(_NodeFailure(node, str(error), code))
         except BaseException as error:  # a chunk that cannot run at all ends the run
-            messages.put(_NodeFailure(node, f"{type(error).__name__}: {error}", _INFRA))
+            messages.put(
+                _NodeFailure(node, f"{type(error).__name__}: {error}", ErrorCode.INFRASTRUCTURE)
+            )
         finally:
             loop.close()
             messages.put(None)
@@ -359,9 +361,6 @@ def run_chunk(
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(main.cancel)
             server.join(CANCEL_GRACE)
-
-
-_INFRA = ErrorCode.INFRASTRUCTURE
 
 
 async def _run_chunk(

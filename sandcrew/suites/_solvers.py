@@ -150,7 +150,10 @@ class CrewSolver:
 
         result = await solve_task(crew_prompt(task), self.settings, sandbox=sandbox)
         runs = len(result.runs)
-        crew_numbers: dict[str, Any] = {"container_runs": runs, "crew": result}
+        # The outcome's data only: it travels to the driver (Ray) and into the report, where
+        # the chat's messages would weigh and the exception could not be rebuilt.
+        kept = result.model_copy(update={"messages": [], "exception": None})
+        crew_numbers: dict[str, Any] = {"container_runs": runs, "crew": kept}
         if isinstance(task, AnswerTask):
             last_stdout = result.runs[-1].stdout if result.runs else None
             verdict = check_answer(task, result.answer, last_stdout)

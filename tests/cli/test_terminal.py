@@ -220,3 +220,15 @@ def test_every_console_of_the_cli_comes_from_the_one_that_shows_controls() -> No
         if re.search(r"\bConsole\(", path.read_text()) and path.name != "_output.py"
     }
     assert makers == set()
+
+
+def test_log_lines_show_the_controls_of_what_they_quote() -> None:
+    import logging
+
+    from sandcrew.cli._terminal import VisibleControlsFormatter
+
+    record = logging.LogRecord(
+        "sandcrew.mcp", logging.ERROR, __file__, 1, "run_code failed: %s", ("\x1b[2J",), None
+    )
+
+    assert VisibleControlsFormatter("%(message)s").format(record) == "run_code failed: ^[[2J"

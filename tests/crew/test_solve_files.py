@@ -180,7 +180,9 @@ def test_the_coder_is_told_which_packages_the_image_has(
         assert run["stdout"] == "False\n"
 
 
-def test_solve_saves_by_the_same_rules(model_server: ScriptedModelServer, tmp_path: Path) -> None:
+def test_solve_saves_by_the_same_rules(
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
     folder = tmp_path / "results"
     folder.mkdir()
     (folder / "keep.txt").write_text("mine\n")
@@ -190,15 +192,15 @@ def test_solve_saves_by_the_same_rules(model_server: ScriptedModelServer, tmp_pa
         "open('out/keep.txt', 'w').write('theirs')\nopen('out/sub/x', 'w').write('x')\n"
         "open('out/.git', 'w').write('gitdir: /elsewhere')\nprint('done')\n"
     )
-    model_server.add(
+    scripted_model_server.add(
         coder_turn(f"```python\n{code}```"),
         review_turn(),
         Turn(agent="admin", contains="[RUNNER_RESULT]", content="Done.\n[COMPLETE]"),
     )
 
     completed = run_cli(
-        "solve", "Write files.", "--base-url", model_server.base_url, "--model", "scripted",
-        "--out", str(folder),
+        "solve", "Write files.", "--base-url", scripted_model_server.base_url,
+        "--model", "scripted", "--out", str(folder),
     )  # fmt: skip
 
     assert completed.returncode == 0, completed.stderr

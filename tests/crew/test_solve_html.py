@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -182,3 +183,25 @@ def test_a_large_image_is_named_not_shown() -> None:
 
     assert "<img" not in html
     assert f"out/big.png ({len(large)} bytes, image/png): not shown: larger than 2 MiB" in html
+
+
+def test_the_page_reads_back_only_regular_files_never_through_a_link(tmp_path: Path) -> None:
+    from sandcrew.transcript_page import saved_artifact_bytes
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(8)
+    (tmp_path / "plot.png").write_bytes(png)
+    (tmp_path / "secret").write_bytes(png)
+    (tmp_path / "link.png").symlink_to(tmp_path / "secret")
+    os.mkfifo(tmp_path / "fifo.png")  # no writer: opening it for reading would block
+    artifacts = tuple(
+        Artifact(name=name, size=len(png), media_type="image/png", path=str(tmp_path / name))
+        for name in ("plot.png", "link.png", "fifo.png")
+    )
+    run = ExecutionResult(
+        language="python", exit_code=0, stdout="", stderr="", duration=0.1,
+        image="sandcrew/python", run_id="r1", timeout=5, memory_limit_bytes=2**28,
+        artifacts=artifacts,
+    )  # fmt: skip
+    events: list[TranscriptEvent] = [RunEvent(sender="runner", content="ran", run=run)]
+
+    assert saved_artifact_bytes(events) == {(0, "plot.png"): png}

@@ -4,7 +4,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-JsonSchema = dict[str, Any]
+from sandcrew.functions._schema import JsonSchema
 
 _CHILD_LISTS = ("anyOf", "allOf", "prefixItems")
 _CHILD_MAPS = ("properties", "$defs")

@@ -233,6 +233,7 @@ async def test_engine_record_matches_the_hardening(
     assert host["SecurityOpt"][0] == "no-new-privileges:true"
     assert json.loads(host["SecurityOpt"][1].removeprefix("seccomp=")) == seccomp_profile()
     assert host["Init"] is True
+    assert host["IpcMode"] == "private"  # no other container may join its IPC namespace
     assert host["Memory"] == host["MemorySwap"] == 256 * MIB
     assert host["Binds"] is None
     assert inspection["Config"]["NetworkDisabled"] is True

@@ -79,6 +79,8 @@ async def test_basics_suite_passes_with_the_crew_solver(
         assert result.crew.total_tokens > 0
         assert result.crew.stop_reason is StopReason.TERMINATED
         assert len(result.crew.runs) == 1
+        # Only the outcome's data: what crosses to a Ray driver and into the report.
+        assert (result.crew.messages, result.crew.exception) == ([], None)
 
 
 @pytest.mark.docker

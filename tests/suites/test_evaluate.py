@@ -545,3 +545,25 @@ def test_progress_on_a_terminal_is_a_bar_with_eta() -> None:
     assert "4 passed" in shown
     assert "ETA" in shown
     assert "evaluate:" not in shown
+
+
+def test_without_confirmation_a_timeout_counts_at_once(tmp_path: Path, problems_file: Path) -> None:
+    samples = [{"task_id": "HumanEval/0", "completion": "    return RIGHT  # SLOW under load\n"}]
+    executor = ScriptedExecutor()
+
+    evaluation = asyncio.run(
+        evaluate_samples(
+            write_jsonl(tmp_path / "s.jsonl", samples),
+            problems_path=problems_file,
+            ks=(1,),
+            concurrency=3,
+            confirm_timeouts=False,
+            ignore_incomplete=True,
+            executor=executor,
+        )
+    )
+
+    assert executor.concurrency == [3]
+    [line] = read_jsonl(evaluation.results_path)
+    assert (line["result"], "retries" in line, "confirmed" in line) == ("timed out", False, False)
+    assert (evaluation.retried, evaluation.confirmed_timeouts) == (0, 0)

@@ -1,0 +1,296 @@
+"""Nothing of a batch task survives it, and its cleanup costs its neighbours nothing.
+
+Each test runs a hostile task, then (or beside it) correct neighbours in the
+same batch container: they must pass, and every verdict must be the one a
+container of its own (``--isolation task``) gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import docker
+import pytest
+
+from sandcrew.sandbox import BatchSandbox, DockerSandbox, ExecutionResult, SandboxConfig
+
+pytestmark = pytest.mark.docker
+
+MIB = 1024 * 1024
+DISK = SandboxConfig(timeout=5.0, workdir_tmpfs_bytes=32 * MIB)
+
+# A correct neighbour that needs most of the disk of one slot.
+WRITES_24_MIB = """
+import os
+for number in range(3):  # files of 8 MiB: under the file size limit
+    with open(str(number), "wb") as handle:
+        handle.write(b"x" * (8 << 20))
+print("wrote", sum(os.path.getsize(str(number)) for number in range(3)) >> 20)
+"""
+
+# 1,500 levels, a file at each (deeper than a recursive delete can go), then the disk filled.
+DEEP_TREE_AND_FULL_DISK = """
+import os
+folder = os.open(".", os.O_RDONLY)
+for level in range(1500):
+    os.mkdir("d", dir_fd=folder)
+    handle = os.open("f", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=folder)
+    os.write(handle, b"x" * 100)
+    os.close(handle)
+    below = os.open("d", os.O_RDONLY, dir_fd=folder)
+    os.close(folder)
+    folder = below
+try:
+    for number in range(1000):  # files of 1 MiB: under the file size limit
+        handle = os.open(str(number), os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=folder)
+        os.write(handle, b"x" * (1 << 20))
+        os.close(handle)
+except OSError as error:
+    print("filled:", error.strerror)
+"""
+
+# The main process ends at once; a daemon it left keeps making hard links to a 12 MiB
+# file at the top of the shared workdir until it is killed.
+LINKS_AFTER_THE_END = """
+import os, secrets, time
+top = os.path.dirname(os.getcwd())
+first = os.path.join(top, secrets.token_hex(8))
+with open(first, "wb") as handle:
+    handle.write(b"x" * (12 << 20))
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        try:
+            os.link(first, os.path.join(top, secrets.token_hex(8)))
+        except OSError:
+            pass
+print("left a daemon")
+"""
+
+# SysV IPC objects open to every uid, and a POSIX queue, left behind.
+LEAVES_IPC = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+segment = libc.shmget(0x5A17, 4096, 0o1000 | 0o666)
+address = libc.shmat(segment, None, 0)
+ctypes.memmove(address, b"secret of an earlier task", 25)
+queue = libc.msgget(0x5A18, 0o1000 | 0o666)
+message = ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_long) + 16)
+ctypes.memset(message, 1, 1)
+libc.msgsnd(queue, message, 16, 0)
+semaphores = libc.semget(0x5A19, 1, 0o1000 | 0o666)
+mq = libc.mq_open(b"/sandcrew-left", os.O_CREAT | os.O_RDWR, 0o666, None)
+print("made", segment >= 0, queue >= 0, semaphores >= 0, "posix queue", mq >= 0)
+"""
+
+LOOKS_FOR_IPC = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+found = [libc.shmget(0x5A17, 0, 0), libc.msgget(0x5A18, 0), libc.semget(0x5A19, 0, 0)]
+print("found", [ident >= 0 for ident in found])
+print("posix queue", libc.mq_open(b"/sandcrew-left", os.O_RDWR) >= 0)
+print("mqueue writable", os.access("/dev/mqueue", os.W_OK))
+"""
+
+# Shared memory left charged to the container's memory, 96 MiB of its 128.
+LEAVES_CHARGED_MEMORY = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+for key in range(3):
+    segment = libc.shmget(0x6000 + key, 32 << 20, 0o1000 | 0o600)
+    address = libc.shmat(segment, None, 0)
+    ctypes.memset(address, 1, 32 << 20)
+    libc.shmdt(ctypes.c_void_p(address))
+print("left 96 MiB")
+"""
+
+USES_64_MIB = """
+memory = bytearray(64 << 20)
+for index in range(0, len(memory), 4096):
+    memory[index] = 1
+print("used", len(memory) >> 20)
+"""
+
+
+async def _alone(docker_client: docker.DockerClient, config: SandboxConfig, code: str) -> str:
+    async with DockerSandbox(config, docker_client=docker_client) as sandbox:
+        return _verdict(await sandbox.run(code))
+
+
+def _verdict(result: ExecutionResult) -> str:
+    return f"{result.exit_code} {result.timed_out} {result.stdout}"
+
+
+async def test_a_deep_tree_and_a_full_disk_are_gone_before_the_next_task(
+    docker_client: docker.DockerClient,
+) -> None:
+    async with BatchSandbox(DISK, slots=1, docker_client=docker_client) as batch:
+        hostile = await batch.run(DEEP_TREE_AND_FULL_DISK)
+        neighbours = [await batch.run(WRITES_24_MIB) for _ in range(3)]
+    assert hostile.stdout == "filled: No space left on device\n"
+    assert _verdict(hostile) == await _alone(docker_client, DISK, DEEP_TREE_AND_FULL_DISK)
+    for neighbour in neighbours:
+        assert (neighbour.exit_code, neighbour.stdout) == (0, "wrote 24\n"), neighbour
+        assert neighbour.run_id == hostile.run_id  # cleaned in place, not run elsewhere
+
+
+async def test_links_made_while_a_task_is_ended_are_removed_too(
+    docker_client: docker.DockerClient,
+) -> None:
+    async with BatchSandbox(DISK, slots=1, docker_client=docker_client) as batch:
+        hostile = await batch.run(LINKS_AFTER_THE_END)
+        neighbours = [await batch.run(WRITES_24_MIB) for _ in range(3)]
+    assert (hostile.exit_code, hostile.stdout) == (0, "left a daemon\n")
+    for neighbour in neighbours:
+        assert (neighbour.exit_code, neighbour.stdout) == (0, "wrote 24\n"), neighbour
+        assert neighbour.run_id == hostile.run_id
+
+
+async def test_ipc_objects_of_a_task_do_not_outlive_it(
+    docker_client: docker.DockerClient,
+) -> None:
+    async with BatchSandbox(DISK, slots=1, docker_client=docker_client) as batch:
+        hostile = await batch.run(LEAVES_IPC)
+        later = await batch.run(LOOKS_FOR_IPC)
+    # The POSIX queue cannot even be made: /dev/mqueue is root's, like /tmp and /dev/shm.
+    assert hostile.stdout == "made True True True posix queue False\n", hostile
+    assert later.run_id == hostile.run_id
+    assert later.stdout == (
+        "found [False, False, False]\nposix queue False\nmqueue writable False\n"
+    ), later
+
+
+async def test_shared_memory_left_charged_kills_no_later_task(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(timeout=5.0, memory_bytes=128 * MIB)
+    async with BatchSandbox(config, slots=1, docker_client=docker_client) as batch:
+        hostile = await batch.run(LEAVES_CHARGED_MEMORY)
+        neighbours = [await batch.run(USES_64_MIB) for _ in range(3)]
+    assert (hostile.exit_code, hostile.stdout) == (0, "left 96 MiB\n"), hostile
+    for neighbour in neighbours:
+        assert (neighbour.exit_code, neighbour.stdout) == (0, "used 64\n"), neighbour
+        assert neighbour.run_id == hostile.run_id
+
+
+async def test_a_task_the_container_cannot_start_runs_again_alone(
+    docker_client: docker.DockerClient,
+) -> None:
+    fills_and_waits = """
+import time
+try:
+    for number in range(1000):  # files of 1 MiB: under the file size limit
+        with open(str(number), "wb") as handle:
+            handle.write(b"x" * (1 << 20))
+except OSError as error:
+    print("filled:", error.strerror)
+time.sleep(6)
+"""
+    config = DISK.model_copy(update={"timeout": 10.0})
+    async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
+        hostile = asyncio.ensure_future(batch.run(fills_and_waits))
+        await asyncio.sleep(3)
+        neighbour = await batch.run("print('started')")
+        hostile_result = await hostile
+    assert hostile_result.stdout == "filled: No space left on device\n", hostile_result
+    # Its main.py could not be written (no space left): a fault of the container, not a fail.
+    assert (neighbour.exit_code, neighbour.stdout) == (0, "started\n"), neighbour
+    assert neighbour.run_id != hostile_result.run_id
+
+
+async def test_neighbours_are_judged_by_when_they_ended_while_a_big_tree_is_deleted(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(timeout=5.0, workdir_tmpfs_bytes=256 * MIB)
+    # Three processes make folders (tens of thousands: seconds to delete); the main
+    # process ends after 2.5 s, they are ended with it.
+    makes_folders = """
+import os, time
+for _ in range(3):
+    if os.fork() == 0:
+        os.mkdir(str(os.getpid()))
+        os.chdir(str(os.getpid()))
+        number = 0
+        while True:
+            os.mkdir(str(number))
+            number += 1
+time.sleep(2.5)
+print("made folders")
+"""
+    # One slot for the attack, one for a row of short neighbours: one of them is running
+    # when the attack ends and its folders are deleted.
+    quick = "import time\ntime.sleep(0.25)\nprint('quick')"
+    async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
+        hostile, *neighbours = await asyncio.gather(
+            batch.run(makes_folders),
+            *(batch.run(quick, timeout=2.0) for _ in range(10)),
+        )
+    assert (hostile.exit_code, hostile.stdout) == (0, "made folders\n"), hostile
+    for neighbour in neighbours:
+        assert (neighbour.exit_code, neighbour.timed_out, neighbour.stdout) == (0, False, "quick\n")
+
+
+async def test_a_neighbour_killed_for_the_shared_memory_runs_again_alone(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(timeout=10.0, memory_bytes=128 * MIB)
+    # Detached shared memory counts against the container's memory but against no
+    # process: when it is full, the kernel kills the process that holds the most.
+    fills_shared_memory = """
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+time.sleep(1.5)
+for key in range(12):
+    segment = libc.shmget(0x7000 + key, 32 << 20, 0o1000 | 0o600)
+    address = libc.shmat(segment, None, 0)
+    ctypes.memset(address, 1, 32 << 20)
+    libc.shmdt(ctypes.c_void_p(address))
+print("filled")
+"""
+    holds_memory = """
+import time
+memory = bytearray(80 << 20)
+for index in range(0, len(memory), 4096):
+    memory[index] = 1
+time.sleep(4)
+print("held", len(memory) >> 20)
+"""
+    async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
+        hostile, neighbour = await asyncio.gather(
+            batch.run(fills_shared_memory), batch.run(holds_memory)
+        )
+    assert (neighbour.exit_code, neighbour.stdout) == (0, "held 80\n"), neighbour
+    alone = await _alone(docker_client, config, fills_shared_memory)
+    assert _verdict(hostile) == alone
+
+
+async def test_a_container_whose_cleanup_runs_out_of_time_retires(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(timeout=10.0, workdir_tmpfs_bytes=256 * MIB)
+    # Three processes make up to 150,000 folders in 6 s: more than one process deletes in 5 s.
+    makes_many_folders = """
+import os, time
+for _ in range(3):
+    if os.fork() == 0:
+        os.mkdir(str(os.getpid()))
+        os.chdir(str(os.getpid()))
+        for number in range(50_000):
+            os.mkdir(str(number))
+        time.sleep(60)
+time.sleep(6)
+print("made folders")
+"""
+    async with BatchSandbox(config, slots=1, docker_client=docker_client) as batch:
+        hostile, *neighbours = await asyncio.gather(
+            batch.run(makes_many_folders), *(batch.run("print('next')") for _ in range(3))
+        )
+    assert (hostile.exit_code, hostile.stdout) == (0, "made folders\n"), hostile
+    for neighbour in neighbours:
+        assert (neighbour.exit_code, neighbour.stdout) == (0, "next\n"), neighbour
+        # Not started in the container that could not be cleaned: in the next one.
+        assert neighbour.run_id != hostile.run_id
+    assert len({neighbour.run_id for neighbour in neighbours}) == 1  # one batch, not alone
