@@ -66,7 +66,6 @@ if typing.TYPE_CHECKING:
         SessionClosedError as SessionClosedError,
         SessionFileError as SessionFileError,
         SessionLimitError as SessionLimitError,
-        SyncSession as SyncSession,
     )
     from ._session_models import (
         CellError as CellError,
@@ -79,6 +78,9 @@ if typing.TYPE_CHECKING:
     )
     from ._session_pool import (
         SessionPool as SessionPool,
+    )
+    from ._session_sync import (
+        SyncSession as SyncSession,
     )
     from ._signals import (
         treat_sigterm_as_interrupt as treat_sigterm_as_interrupt,

@@ -32,8 +32,9 @@ from ._supervisor import program_delivery
 from ._threads import finish_in_thread
 
 if TYPE_CHECKING:
-    from ._session import Session, SyncSession
+    from ._session import Session
     from ._session_models import SessionLimits
+    from ._session_sync import SyncSession
 
 # A pooled container that ended before it read its program is replaced by
 # another; after this many, the run launches a container of its own.
@@ -164,7 +165,8 @@ class DockerSandbox:
         limits: SessionLimits | None = None,
     ) -> SyncSession:
         """The blocking twin of :meth:`session`: ``with sandbox.session_sync() as session:``."""
-        from ._session import Session, SyncSession
+        from ._session import Session
+        from ._session_sync import SyncSession
 
         return SyncSession(Session(self, language, image=image, limits=limits))
 

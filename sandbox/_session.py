@@ -345,14 +345,18 @@ class Session:
         await asyncio.to_thread(self._send, b"interrupt 0 0 0\n")
 
     async def restart(self) -> None:
-        """Replace the interpreter by a fresh one (files stay; variables go)."""
+        """Replace the interpreter by a fresh one (files stay; variables go).
+
+        A running cell ends at once with ``state_lost``.
+        """
         self._check_open()
-        async with self._turn:
-            assert self._loop is not None
-            self._ready = self._loop.create_future()
-            await asyncio.to_thread(self._send, b"restart 0 0 0\n")
-            async with asyncio.timeout(self.limits.start_timeout + _ANSWER_SLACK):
-                self.execution_count = await self._ready
+        assert self._loop is not None
+        # Not after the running cell: a restart is how a stuck cell is ended at once
+        # (it reports state_lost).
+        self._ready = self._loop.create_future()
+        await asyncio.to_thread(self._send, b"restart 0 0 0\n")
+        async with asyncio.timeout(self.limits.start_timeout + _ANSWER_SLACK):
+            self.execution_count = await self._ready
 
     # -- files ----------------------------------------------------------------------------
 
@@ -650,88 +654,3 @@ def _close_all_at_exit() -> None:
     for session in sessions:
         with contextlib.suppress(Exception):
             session._close_blocking()
-
-
-class SyncSession:
-    """The blocking twin of :class:`Session`, for code without an event loop.
-
-    Made by :meth:`DockerSandbox.session_sync`; use it as ``with ... as session:``.
-    Every call runs on one private event loop; Ctrl-C during :meth:`run`
-    interrupts the cell (its state is kept) and raises ``KeyboardInterrupt``.
-    """
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self._runner: asyncio.Runner | None = None
-
-    def _call(self, work: Any) -> Any:
-        if self._runner is None:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                work.close()
-                raise UserError(
-                    "a sync session cannot be used inside a running event loop; "
-                    "use `async with sandbox.session(...)` instead"
-                )
-            self._runner = asyncio.Runner()
-        return self._runner.run(work)
-
-    def start(self) -> Self:
-        self._call(self.session.start())
-        return self
-
-    def run(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,
-        on_output: Callable[[OutputEvent], None] | None = None,
-    ) -> CellResult:
-        try:
-            result: CellResult = self._call(
-                self.session.run(code, timeout=timeout, on_output=on_output)
-            )
-        except KeyboardInterrupt:
-            with contextlib.suppress(SandboxError, UserError):
-                self._call(self.session.interrupt())
-            raise
-        return result
-
-    def put_file(self, name: str, data: bytes | Path) -> None:
-        self._call(self.session.put_file(name, data))
-
-    def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
-        data: bytes = self._call(self.session.get_file(name, max_bytes=max_bytes))
-        return data
-
-    def list_files(self, path: str = ".") -> list[FileEntry]:
-        entries: list[FileEntry] = self._call(self.session.list_files(path))
-        return entries
-
-    def restart(self) -> None:
-        self._call(self.session.restart())
-
-    def close(self) -> None:
-        try:
-            if self._runner is not None:
-                self._runner.run(self.session.close())
-            else:
-                self.session._close_blocking()
-        finally:
-            if self._runner is not None:
-                self._runner.close()
-                self._runner = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -528,10 +528,8 @@ class Supervisor:
                 null = os.open("/dev/null", os.O_RDWR)
                 for target in (0, 1, 2):
                     os.dup2(null, target)
-                for descriptor in range(3, _MAX_FD):
-                    if descriptor != write_end:
-                        with contextlib.suppress(OSError):
-                            os.close(descriptor)
+                os.closerange(3, write_end)
+                os.closerange(write_end + 1, _MAX_FD)
                 drop_to(self.settings.uid, self.settings.gid)
                 make_undumpable()
                 answer = file_request(self.settings.workdir, kind, name, data, limit)

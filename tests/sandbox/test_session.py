@@ -321,3 +321,17 @@ async def test_a_pool_hands_out_started_sessions_and_starts_new_ones(
     assert first.container_name != second.container_name
     assert [result.stdout for result in results] == ["first\n", "None\n"]
     assert our_containers(docker_client) == []
+
+
+async def test_restart_ends_a_running_cell_at_once(session: Session) -> None:
+    await session.run("x = 1")
+    running = asyncio.ensure_future(session.run("import time\ntime.sleep(60)", timeout=120))
+    await asyncio.sleep(1)
+    await session.restart()
+    ended = await running
+    after = await session.run("print(globals().get('x'))")
+
+    assert ended.state_lost
+    assert ended.reason == "the session was restarted"
+    assert not ended.timed_out
+    assert after.stdout == "None\n"

@@ -51,12 +51,13 @@ async def test_an_idle_session_ends_and_its_container_is_removed(
 async def test_a_session_ends_at_its_maximum_lifetime_even_while_busy(
     sandbox: DockerSandbox, docker_client: docker.DockerClient
 ) -> None:
-    limits = SessionLimits(max_lifetime=10, cell_timeout=60)
+    # Longer than a start on a busy machine, so the end comes while the cell runs.
+    limits = SessionLimits(max_lifetime=30, cell_timeout=120)
     async with sandbox.session(limits=limits) as session:
         name = session.container_name
         assert name is not None
         with pytest.raises(SessionClosedError, match="maximum lifetime"):
-            await session.run("import time\ntime.sleep(60)")
+            await session.run("import time\ntime.sleep(100)")
 
         assert await asyncio.to_thread(_wait_until_gone, docker_client, name)
 
