@@ -272,6 +272,7 @@ class BatchSandbox:
                 or container.launched.image != image
             ):
                 self._retire(container)
+                await self._end_if_done(container)
                 container = None
             if container is None:
                 await self.start()
@@ -284,6 +285,20 @@ class BatchSandbox:
         if self._container is container:
             self._container = None
         self._retired.append(container)
+
+    async def _end_if_done(self, container: _BatchContainer) -> None:
+        """Remove a retired or lost container once no run waits on it any more.
+
+        Left to :meth:`close`, the containers a long batch retires would keep running
+        (and keep their memory) until the end of the batch.
+        """
+        if container is self._container or container not in self._retired:
+            return
+        with container._lock:
+            if container._waiting:
+                return  # its last run to come back ends it
+        self._retired.remove(container)
+        await finish_in_thread(container.end)
 
     def _launch(self, image: str) -> _BatchContainer:
         assert self._client is not None
@@ -405,6 +420,7 @@ class BatchSandbox:
                 container.fail("the container ended")
                 raise
             duration = time.monotonic() - started
+        await self._end_if_done(container)
         if head.outcome == OUTCOME_ALONE:
             raise _RunAlone
         if head.outcome == OUTCOME_ELSEWHERE:

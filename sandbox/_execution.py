@@ -21,6 +21,7 @@ import asyncio
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import docker
@@ -38,7 +39,7 @@ from ._deadlines import (
 from ._errors import SandboxError
 from ._files import parse_artifacts
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
-from ._streams import CappedBuffer, deliver_and_collect, shutdown_connection
+from ._streams import CappedBuffer, StreamName, deliver_and_collect, shutdown_connection
 from ._supervisor import ACKNOWLEDGEMENT, Delivery
 from ._threads import in_dedicated_thread
 
@@ -73,8 +74,12 @@ async def execute(
     time_limit: float,
     output_limit: int,
     artifact_limit: int = 0,
+    on_output: Callable[[StreamName, bytes], None] | None = None,
 ) -> Outcome:
-    """Send the program to the waiting supervisor and collect its outcome."""
+    """Send the program to the waiting supervisor and collect its outcome.
+
+    ``on_output`` is told the output as it comes, on the reading thread.
+    """
     # One thread owns the attach connection from here to its closing. On
     # cancellation the socket is shut down, which ends the thread's reading,
     # and the thread is awaited: only then may the connection be closed.
@@ -88,6 +93,7 @@ async def execute(
         output_limit,
         artifact_limit,
         abandoned,
+        on_output,
     )
     try:
         return await asyncio.shield(collected)
@@ -190,6 +196,7 @@ def _run_program(
     limit: int,
     artifact_limit: int,
     abandoned: threading.Event,
+    on_output: Callable[[StreamName, bytes], None] | None = None,
 ) -> Outcome:
     # Until the supervisor acknowledges the program, its own start-up may take
     # a moment (a cold container); from then on the program has its limit, which the
@@ -213,6 +220,7 @@ def _run_program(
             read_for=reading_ends_after(time_limit),
             on_acknowledged=program_starts,
             artifact_limit=artifact_limit,
+            on_output=on_output,
         )
         duration = time.monotonic() - started[0]
         status, oom_killed = streams.exit_status, False

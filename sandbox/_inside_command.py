@@ -57,8 +57,9 @@ main(sys.argv[1:])
 """
 
 
-# The sibling imports of an in-container module (they are relative, one per line).
-_SIBLING_IMPORT = re.compile(r"^from \.(\w+) import", re.MULTILINE)
+# The sibling imports of an in-container module (they are relative, one per line):
+# "from .name import ..." or "from . import name".
+_SIBLING_IMPORT = re.compile(r"^from \.(?:(\w+) import| import (\w+))", re.MULTILINE)
 
 
 @cache
@@ -79,7 +80,9 @@ def _needed(entry: str, sources: dict[str, str]) -> dict[str, str]:
         name = waiting.pop()
         if name not in needed:
             needed[name] = sources[name]
-            waiting.extend(_SIBLING_IMPORT.findall(sources[name]))
+            waiting.extend(
+                module or sibling for module, sibling in _SIBLING_IMPORT.findall(sources[name])
+            )
     return dict(sorted(needed.items()))
 
 

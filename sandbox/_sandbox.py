@@ -9,7 +9,7 @@ every deadline is decided in :mod:`._deadlines`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -25,7 +25,9 @@ from ._files import load_input_files
 from ._images import image_packages
 from ._languages import OPTIONAL_LANGUAGES, SUPPORTED_LANGUAGES, normalize_language
 from ._lifecycle import ContainerSupply
+from ._live import LiveOutput, OutputCallback
 from ._result import ExecutionResult
+from ._session_models import OutputEvent
 from ._supervisor import program_delivery
 from ._threads import finish_in_thread
 
@@ -196,13 +198,17 @@ class DockerSandbox:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit, enforced inside
         files: Mapping[str, bytes | Path] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecutionResult:
         """Run ``code`` in a new (or pre-started, never-used) container and return what it did.
 
         ``files`` maps names (relative, ``/``-separated) to bytes or host paths:
         they are put into the work dir before the program starts, read-only to it.
         What the program leaves in ``out/`` of its work dir comes back as
-        ``result.artifacts``.
+        ``result.artifacts``. ``on_output`` (sync or async) is called with each
+        :class:`OutputEvent` as the program writes it, in order and before this
+        returns; the chunks of a stream add up to the result's text (capped the
+        same way). If it raises, the run is cancelled and its error raised.
 
         Raises only for misuse (empty code, unsupported language, code too
         large, bad or missing input files) and infrastructure failures; the
@@ -210,7 +216,36 @@ class DockerSandbox:
         the result. The container is removed in the background; :meth:`close`
         waits for it.
         """
-        return await self._run(code, language, timeout, files, wait_for_removal=False)
+        return await self._run(
+            code, language, timeout, files, on_output=on_output, wait_for_removal=False
+        )
+
+    async def stream(
+        self,
+        code: str,
+        language: str = "python",
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit, enforced inside
+        files: Mapping[str, bytes | Path] | None = None,
+    ) -> AsyncIterator[OutputEvent | ExecutionResult]:
+        """:meth:`run`, yielding each :class:`OutputEvent` as it comes and the result last.
+
+        Leaving the loop early (``break``, an error) cancels the run and removes its container.
+        """
+        chunks: asyncio.Queue[OutputEvent | None] = asyncio.Queue()
+        running = asyncio.ensure_future(
+            self.run(code, language, timeout=timeout, files=files, on_output=chunks.put_nowait)
+        )
+        # Every chunk is queued before the run returns: the end mark comes after them.
+        running.add_done_callback(lambda _: chunks.put_nowait(None))
+        try:
+            while (chunk := await chunks.get()) is not None:
+                yield chunk
+            yield await running
+        finally:
+            if not running.done():
+                running.cancel()
+                await asyncio.wait({running})
 
     def run_sync(
         self,
@@ -219,11 +254,12 @@ class DockerSandbox:
         *,
         timeout: float | None = None,
         files: Mapping[str, bytes | Path] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecutionResult:
         """Blocking twin of :meth:`run`, for code that has no event loop.
 
         Returns once the run's container is removed. Ctrl-C cancels the run
-        and still removes its container.
+        and still removes its container. ``on_output`` is called on this thread.
         """
         try:
             asyncio.get_running_loop()
@@ -234,7 +270,9 @@ class DockerSandbox:
                 "DockerSandbox.run_sync() cannot be called from a running event loop; "
                 "use `await sandbox.run(...)` instead"
             )
-        return asyncio.run(self._run(code, language, timeout, files, wait_for_removal=True))
+        return asyncio.run(
+            self._run(code, language, timeout, files, on_output=on_output, wait_for_removal=True)
+        )
 
     async def _run(
         self,
@@ -243,6 +281,7 @@ class DockerSandbox:
         time_limit: float | None,
         files: Mapping[str, bytes | Path] | None,
         *,
+        on_output: OutputCallback | None,
         wait_for_removal: bool,
     ) -> ExecutionResult:
         config = self.config
@@ -271,15 +310,18 @@ class DockerSandbox:
             pooled = attempt <= _POOLED_ATTEMPTS
             container = await self._supply.acquire(image, limit, pooled=pooled)
             result: ExecutionResult | None = None
+            live = None if on_output is None else LiveOutput(on_output, asyncio.get_running_loop())
             try:
-                outcome = await execute(
+                executing = execute(
                     api,
                     container,
                     delivery,
                     time_limit=limit,
                     output_limit=config.max_output_bytes,
                     artifact_limit=artifact_limit,
+                    on_output=None if live is None else live.receive,
                 )
+                outcome = await (executing if live is None else live.around(executing))
                 # A pooled container that ended unseen while it waited ran nothing:
                 # the program goes to another container.
                 if not (outcome.never_started and container.pooled):

@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ._inside.framing import ARTIFACTS_FRAME
 
@@ -27,6 +27,8 @@ _STDERR = 2
 _RECV_SIZE = 64 * 1024
 # A status is a few digits and a newline; an artifacts frame's start is "A", its length, a newline.
 _STATUS_LIMIT = 24
+
+StreamName = Literal["stdout", "stderr"]
 
 
 class _Connection(Protocol):
@@ -39,16 +41,24 @@ class _Connection(Protocol):
 
 @dataclass
 class CappedBuffer:
-    """Keeps the first ``limit`` bytes it is fed; remembers whether more came."""
+    """Keeps the first ``limit`` bytes it is fed; remembers whether more came.
+
+    ``on_kept`` is told each piece as it is kept: live output is exactly the
+    bytes the result will hold, and stops at the same cap.
+    """
 
     limit: int
     data: bytearray = field(default_factory=bytearray)
     truncated: bool = False
+    on_kept: Callable[[bytes], None] | None = None
 
     def feed(self, chunk: bytes | memoryview) -> None:
         room = self.limit - len(self.data)
         if room > 0:
-            self.data += chunk[:room]
+            kept = bytes(chunk[:room])
+            self.data += kept
+            if kept and self.on_kept is not None:
+                self.on_kept(kept)
         if len(chunk) > room:
             self.truncated = True
 
@@ -87,9 +97,10 @@ class TrailedStream:
         self._pending += chunk
         index = self._pending.find(self.mark)
         if index < 0:
-            # Only a possible start of the mark is held back: the buffer stays
-            # smaller than mark + chunk, and each byte is searched a bounded number of times.
-            cut = len(self._pending) - (len(self.mark) - 1)
+            # Only a possible start of the mark is held back (so live output is not
+            # delayed): the buffer stays shorter than the mark, and each byte is
+            # searched a bounded number of times.
+            cut = len(self._pending) - _mark_start_at_end(self._pending, self.mark)
             if cut > 0:
                 self.sink.feed(bytes(self._pending[:cut]))
                 del self._pending[:cut]
@@ -157,6 +168,17 @@ class TrailedStream:
         if self._pending:
             self.sink.feed(bytes(self._pending))
             self._pending.clear()
+
+
+def _mark_start_at_end(data: bytearray, mark: bytes) -> int:
+    """Length of the longest end of ``data`` that the mark could continue (0 if none)."""
+    first = max(0, len(data) - (len(mark) - 1))
+    position = data.find(mark[:1], first)
+    while position >= 0:
+        if mark.startswith(data[position:]):
+            return len(data) - position
+        position = data.find(mark[:1], position + 1)
+    return 0
 
 
 @dataclass
@@ -262,6 +284,7 @@ def deliver_and_collect(
     read_for: float,
     on_acknowledged: Callable[[], None] = lambda: None,
     artifact_limit: int = 0,
+    on_output: Callable[[StreamName, bytes], None] | None = None,
 ) -> Demultiplexer:
     """Send ``payload`` to the container's stdin, then read both streams until the end.
 
@@ -270,7 +293,8 @@ def deliver_and_collect(
     both trailers report the program's exit status. The connection is closed
     afterwards. Reading stops after ``read_for`` seconds whatever comes (the
     caller then asks the engine). ``on_acknowledged`` is called once the
-    acknowledgement has come: the program starts then.
+    acknowledgement has come: the program starts then. ``on_output`` is told
+    the program's output as it is read (this thread), without the supervisor's marks.
     """
     give_up = time.monotonic() + read_for
     told = False
@@ -278,8 +302,8 @@ def deliver_and_collect(
     if connection is None:
         raise ValueError("the attach connection is already closed")
     demultiplexer = Demultiplexer(
-        CappedBuffer(limit),
-        CappedBuffer(limit),
+        CappedBuffer(limit, on_kept=_telling(on_output, "stdout")),
+        CappedBuffer(limit, on_kept=_telling(on_output, "stderr")),
         acknowledgement=acknowledgement,
         trailer_mark=trailer_mark,
         artifacts=CappedBuffer(artifact_limit) if artifact_limit else None,
@@ -313,6 +337,14 @@ def deliver_and_collect(
         close_connection(attached)
     demultiplexer.finish()
     return demultiplexer
+
+
+def _telling(
+    on_output: Callable[[StreamName, bytes], None] | None, stream: StreamName
+) -> Callable[[bytes], None] | None:
+    if on_output is None:
+        return None
+    return lambda data: on_output(stream, data)
 
 
 def connection_is_quiet(attached: Any) -> bool:

@@ -178,6 +178,10 @@ def _read_program(descriptor: int) -> bytes:
 def _run_python(directory: str, path: str) -> int:
     """Python runs in this already started interpreter, as ``python3 main.py`` would
     (site-packages, sys.path, __main__), without paying for a new interpreter."""
+    # A new interpreter ignores these two: a write past the file size limit or to a
+    # closed pipe is an OSError the program sees, not the end of it.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.dont_write_bytecode = True
     sys.argv = [path]
     sys.path.insert(0, directory)

@@ -39,7 +39,13 @@ COMMANDS = (
         "run",
         "sandcrew.cli.run",
         "run",
-        "Run FILE (or stdin) in a new hardened container and print what it printed.",
+        "Run FILE (or stdin) in a new hardened container, showing its output as it comes.",
+    ),
+    CommandEntry(
+        "repl",
+        "sandcrew.cli.repl",
+        "repl",
+        "An interactive interpreter in a hardened container, kept until you leave it.",
     ),
     CommandEntry(
         "transcript",
@@ -58,7 +64,7 @@ COMMANDS = (
         "mcp",
         "sandcrew.cli.mcp_server",
         "mcp",
-        "Serve run_code, list_languages (and solve, when a model is configured) over MCP.",
+        "Serve run_code, list_languages, the session tools (and solve, with a model) over MCP.",
     ),
     CommandEntry(
         "version", "sandcrew.cli.version", "version", "Print the installed sandcrew version."

@@ -37,14 +37,48 @@ def visible_controls(text: str) -> str:
     return text.replace("\r\n", "\n").translate(_VISIBLE)
 
 
+class UntrustedWriter:
+    """Program output written piece by piece as it comes: visible on a terminal, exact elsewhere.
+
+    A piece may end in the middle of a line, or between a carriage return and its
+    newline (held back until the next piece tells). :meth:`end` ends an open line on
+    a terminal, so that our own lines start at the margin.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._terminal = is_terminal(stream)
+        self._held_return = False
+        self._line_open = False
+
+    def write(self, text: str) -> None:
+        if self._terminal:
+            if self._held_return:
+                text = "\r" + text
+            self._held_return = text.endswith("\r")
+            text = visible_controls(text.removesuffix("\r") if self._held_return else text)
+        if not text:
+            return
+        self._stream.write(text)
+        self._stream.flush()
+        self._line_open = not text.endswith("\n")
+
+    def end(self) -> None:
+        if not self._terminal:
+            return
+        tail = "^M" if self._held_return else ""
+        self._held_return = False
+        if tail or self._line_open:
+            self._stream.write(tail + "\n")
+            self._stream.flush()
+        self._line_open = False
+
+
 def write_untrusted(stream: TextIO, text: str) -> None:
     """Write program output: made visible on a terminal (ending with a newline), exact elsewhere."""
-    if is_terminal(stream):
-        text = visible_controls(text)
-        if text and not text.endswith("\n"):
-            text += "\n"
-    stream.write(text)
-    stream.flush()
+    writer = UntrustedWriter(stream)
+    writer.write(text)
+    writer.end()
 
 
 def reset_attributes(stream: TextIO) -> None:

@@ -41,6 +41,30 @@ def mcp(
         typer.Option("--allow-network", help="Let a client ask for network access in a run."),
     ] = False,
     image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
+    max_sessions: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Sessions one client may hold open at once (0: no session tools).",
+            show_default="the server's",
+        ),
+    ] = None,
+    session_idle_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=1,
+            help="Close a session after this many seconds without a call.",
+            show_default="the server's",
+        ),
+    ] = None,
+    session_lifetime: Annotated[
+        float | None,
+        typer.Option(
+            min=1,
+            help="Close a session this many seconds after it started.",
+            show_default="the server's",
+        ),
+    ] = None,
     auth_token: Annotated[
         str | None,
         typer.Option(
@@ -70,7 +94,7 @@ def mcp(
     base_url: options.BaseUrl = None,
     config: options.Config = None,
 ) -> None:
-    """Serve run_code, list_languages (and solve, when a model is configured) over MCP.
+    """Serve run_code, list_languages, the session tools (and solve, with a model) over MCP.
 
     Clients may lower a run's timeout and memory and turn its network on only where the
     server allows it; the limits here (and the settings file's sandbox table) are the ceilings.
@@ -105,6 +129,9 @@ def mcp(
             host=host,
             port=port,
             with_solve=with_solve,
+            max_sessions=max_sessions,
+            session_idle_timeout=session_idle_timeout,
+            session_lifetime=session_lifetime,
             auth_token=auth_token,
             queue=QueueLimits(**queue_bounds),
         )

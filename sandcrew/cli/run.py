@@ -14,9 +14,9 @@ from rich.markup import escape
 from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
-from sandcrew.cli._terminal import reset_attributes, write_untrusted
+from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
 from sandcrew.errors import UserError
-from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult
+from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult, OutputEvent
 
 _LANGUAGE_BY_SUFFIX = {
     ".py": "python",
@@ -72,7 +72,7 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Run FILE (or stdin) in a new hardened container and print what it printed.
+    """Run FILE (or stdin) in a new hardened container, showing its output as it comes.
 
     Exit codes (as docker run): the program's own; 124 timed out; 137 killed for using too
     much memory; 125 sandcrew itself failed (bad option, Docker, image).
@@ -91,14 +91,27 @@ def run(
     code = read_program(source, limit=settings.sandbox.max_code_bytes)
     files = files_from_paths(file or [])
     check_out_folder(out)
-    result = DockerSandbox(settings.sandbox).run_sync(code, chosen_language, files=files)
+    sandbox = DockerSandbox(settings.sandbox)
+    if as_json:
+        result = sandbox.run_sync(code, chosen_language, files=files)
+    else:
+        # The program's output is untrusted: on a terminal its control sequences are
+        # shown, not run.
+        writers = {"stdout": UntrustedWriter(sys.stdout), "stderr": UntrustedWriter(sys.stderr)}
+
+        def show(chunk: OutputEvent) -> None:
+            writers[chunk.stream].write(chunk.text)
+
+        result = sandbox.run_sync(code, chosen_language, files=files, on_output=show)
+        for writer in writers.values():
+            writer.end()
     where = None
     if out is not None:
         [result], where = save_run_files([result], out)
     if as_json:
         _output.print_json(json_document(result))
     else:
-        _print_result(result, saving=out is not None, where=where)
+        _print_status(result, saving=out is not None, where=where)
     raise typer.Exit(exit_code_for(result))
 
 
@@ -166,11 +179,7 @@ def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
         raise UserError(f"cannot read {shown}: {error}") from None
 
 
-def _print_result(result: ExecutionResult, *, saving: bool, where: str | None) -> None:
-    # The program's output is untrusted: on a terminal its control sequences are shown, not run.
-    write_untrusted(sys.stdout, result.stdout)
-    if result.stderr:
-        write_untrusted(sys.stderr, result.stderr)
+def _print_status(result: ExecutionResult, *, saving: bool, where: str | None) -> None:
     reset_attributes(sys.stderr)
     status = _output.console(stderr=True, highlight=False)
     notes = []

@@ -25,9 +25,9 @@ from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_fil
 from sandcrew.cli._preflight import check_before_solving
 from sandcrew.cli._terminal import visible_controls, write_untrusted
 from sandcrew.cli.run import artifact_lines
-from sandcrew.crew import CrewResult, solve_task
+from sandcrew.crew import CrewResult, CrewSettings, SessionSandbox, solve_task
 from sandcrew.errors import InfrastructureError, UserError
-from sandcrew.sandbox import ExecutionResult, load_input_files
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, load_input_files
 from sandcrew.transcript import TranscriptWriter
 
 
@@ -78,6 +78,14 @@ def solve(
             "folder inside it when it is not empty; nothing is replaced)."
         ),
     ] = None,
+    session: Annotated[
+        bool,
+        typer.Option(
+            "--session",
+            help="Run the coder's Python blocks as cells of one session kept for the whole "
+            "chat, so a fix can build on earlier cells (default: a new container per run).",
+        ),
+    ] = False,
 ) -> None:
     """Solve TASK with the crew.
 
@@ -101,6 +109,11 @@ def solve(
     )
     if html is not None and not html.parent.is_dir():
         raise UserError(f"--html {html}: the folder {html.parent} does not exist")
+    if session and out is not None:
+        raise UserError(
+            "--out saves the files of throwaway runs; with --session the files stay in the "
+            "session: leave out one of them"
+        )
     check_before_solving(settings)
     check_out_folder(out)
     files = load_input_files(
@@ -128,9 +141,10 @@ def solve(
 
         try:
             result = asyncio.run(
-                solve_task(
+                _solve(
                     task,
                     settings,
+                    in_session=session,
                     on_message=on_message,
                     on_stopped=on_stopped,
                     files=files,
@@ -168,6 +182,19 @@ def solve(
             if where is not None:
                 console.print(escape(where), style="yellow", soft_wrap=True, highlight=False)
     raise typer.Exit(exit_code_for(result))
+
+
+async def _solve(
+    task: str, settings: CrewSettings, *, in_session: bool, **options: Any
+) -> CrewResult:
+    """The crew's solve; with ``in_session``, on one session that ends with the chat."""
+    if not in_session:
+        return await solve_task(task, settings, **options)
+    chat_sandbox = SessionSandbox(DockerSandbox(settings.sandbox))
+    try:
+        return await solve_task(task, settings, sandbox=chat_sandbox, **options)
+    finally:
+        await chat_sandbox.aclose()
 
 
 def print_result(result: CrewResult) -> None:

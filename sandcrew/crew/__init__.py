@@ -39,6 +39,9 @@ if typing.TYPE_CHECKING:
         NO_CODE_REPLY as NO_CODE_REPLY,
         RunnerAgent as RunnerAgent,
     )
+    from ._session_sandbox import (
+        SessionSandbox as SessionSandbox,
+    )
     from ._settings import (
         DEFAULT_MODEL as DEFAULT_MODEL,
         CrewMode as CrewMode,

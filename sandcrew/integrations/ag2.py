@@ -10,6 +10,13 @@ container (no network, capped time, memory, processes and output)::
 
     code_tool = SandboxCodeTool(SandcrewSandboxFactory(), languages=("python", "bash"))
 
+``SandcrewSessionFactory`` opens one persistent :class:`SandcrewSessionSandbox` instead:
+a single hardened container (a sandcrew session) that lives from the factory's first
+``open`` to its ``aclose``, so files, folders and installed modules in the working
+directory persist from one tool call to the next. AG2's layer runs every snippet and
+command as a new process (``python file.py``, ``sh -c``), so an interpreter's variables
+do not carry over through it on any backend; for that, use a sandcrew session directly.
+
 Needs ``pip install 'sandcrew[ag2]'``.
 """
 
@@ -26,7 +33,14 @@ from typing import TYPE_CHECKING, Self
 
 from sandcrew._extras import MissingExtraError
 from sandcrew.integrations._outcome import TIMEOUT_EXIT_CODE, combined_output, posix_exit_code
-from sandcrew.sandbox import DockerSandbox, Sandbox, SandboxConfig
+from sandcrew.sandbox import (
+    CellResult,
+    DockerSandbox,
+    Sandbox,
+    SandboxConfig,
+    Session,
+    SessionLimits,
+)
 
 try:
     from ag2.tools.sandbox import ExecResult, SandboxBase
@@ -184,4 +198,177 @@ def _relative(path: PurePosixPath) -> PurePosixPath:
     return path
 
 
-__all__ = ["SandcrewSandbox", "SandcrewSandboxFactory"]
+NOT_FOUND_EXIT_CODE = 127
+"""A command that is not there, as a shell reports it."""
+
+# Runs one argv in the session's interpreter as a child process: its output is captured
+# (never the cell's own), its exit code is the cell's value; AG2's timeout kills it.
+_EXEC_CELL = """\
+import os as _os, shutil as _shutil, subprocess as _subprocess, sys as _sys
+_argv = {argv!r}
+if _argv[0] == "python" and _shutil.which("python") is None:
+    _argv[0] = _sys.executable
+try:
+    _done = _subprocess.run(
+        _argv, cwd={workdir!r}, env={{**_os.environ, **{env!r}}}, stdin=_subprocess.DEVNULL,
+        stdout=_subprocess.PIPE, stderr=_subprocess.STDOUT, timeout={timeout!r},
+    )
+    _outcome = (_done.returncode, _done.stdout)
+except _subprocess.TimeoutExpired as _expired:
+    _outcome = ({timeout_code}, _expired.stdout or b"")
+except OSError as _missing:
+    _outcome = ({not_found_code}, str(_missing).encode())
+_sys.stdout.buffer.write(_outcome[1])
+_sys.stdout.flush()
+_outcome[0]
+"""
+
+
+class SandcrewSessionSandbox(SandboxBase):
+    """An AG2 sandbox on one sandcrew session: files persist between ``exec`` calls.
+
+    Each ``exec`` runs ``argv`` as a child of the session's interpreter in the working
+    directory; its combined output and exit code come back (124 when AG2's timeout ended
+    it, 127 when the command is not there). Opened and closed by
+    :class:`SandcrewSessionFactory`; :meth:`aclose` here is a no-op, so that AG2 closing
+    the sandbox after a call keeps it for the next.
+    """
+
+    def __init__(self, session: Session, *, workdir: str, default_timeout: float) -> None:
+        self._session = session
+        self._workdir = PurePosixPath(workdir)
+        self._default_timeout = default_timeout
+
+    @property
+    def workdir(self) -> PurePosixPath:
+        return self._workdir
+
+    @property
+    def host_workdir(self) -> Path | None:
+        return None  # the working directory is a tmpfs inside the container
+
+    async def exec(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  (the command's limit, as AG2 defines it)
+    ) -> ExecResult:
+        if not argv:
+            return ExecResult(output="", exit_code=USAGE_EXIT_CODE)
+        for name in env or {}:
+            if not _VARIABLE_NAME.match(name):
+                raise ValueError(f"environment variable names are letters, digits and _ ({name!r})")
+        limit = self._default_timeout if timeout is None else timeout
+        cell = _EXEC_CELL.format(
+            argv=list(argv),
+            workdir=str(self.workdir),
+            env=dict(env or {}),
+            timeout=limit,
+            timeout_code=TIMEOUT_EXIT_CODE,
+            not_found_code=NOT_FOUND_EXIT_CODE,
+        )
+        # The cell's own limit is a backstop past the command's.
+        result = await self._session.run(cell, timeout=limit + 10)
+        exit_code = _exit_code_of(result)
+        output = (result.stdout + result.stderr).strip()
+        if exit_code == TIMEOUT_EXIT_CODE:
+            output = f"{output}\nExecution timed out after {limit:g}s".strip()
+        return ExecResult(output=output, exit_code=exit_code)
+
+    async def put_file(self, path: PurePosixPath, content: bytes) -> None:
+        await self._session.put_file(str(_relative(path)), bytes(content))
+
+    async def remove_file(self, path: PurePosixPath) -> None:
+        target = str(_relative(path))
+        await self._session.run(
+            f"import contextlib, os\nwith contextlib.suppress(OSError):\n    os.remove({target!r})"
+        )
+
+    async def aclose(self) -> None:
+        """Kept open for the next call; the factory closes it."""
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        return self
+
+
+def _exit_code_of(result: CellResult) -> int:
+    if result.timed_out:
+        return TIMEOUT_EXIT_CODE
+    values = [output.data.get("text/plain") for output in result.outputs if output.kind == "result"]
+    if result.error is None and values and isinstance(values[-1], str) and values[-1].isdigit():
+        return int(values[-1])
+    return 1  # the interpreter failed to run the command (it was restarted, or raised)
+
+
+class SandcrewSessionFactory:
+    """AG2 ``SandboxFactory`` whose every ``open`` yields the same persistent sandbox.
+
+    The session (one hardened container) starts at the first ``open`` and ends with
+    :meth:`aclose` (or leaving ``async with``), which removes its container; the session's
+    own idle timeout and lifetime (:class:`~sandcrew.sandbox.SessionLimits`) apply too.
+    """
+
+    def __init__(
+        self, config: SandboxConfig | None = None, *, limits: SessionLimits | None = None
+    ) -> None:
+        self._sandbox = DockerSandbox(config)
+        self._limits = limits if limits is not None else SessionLimits()
+        self._opened: SandcrewSessionSandbox | None = None
+        self._session: Session | None = None
+
+    @property
+    def sandbox(self) -> DockerSandbox:
+        return self._sandbox
+
+    @property
+    def workdir(self) -> PurePosixPath:
+        return PurePosixPath(self._sandbox.config.workdir)
+
+    @asynccontextmanager
+    async def open(
+        self, context: ConversationContext | None = None
+    ) -> AsyncIterator[SandcrewSessionSandbox]:
+        """The persistent sandbox (started on first use); nothing to resolve from ``context``."""
+        del context
+        if self._session is None or self._session.closed:
+            session = self._sandbox.session("python", limits=self._limits)
+            await session.start()
+            self._session = session
+            config = self._sandbox.config
+            self._opened = SandcrewSessionSandbox(
+                session, workdir=config.workdir, default_timeout=config.timeout
+            )
+        assert self._opened is not None
+        yield self._opened
+
+    async def aclose(self) -> None:
+        session, self._session, self._opened = self._session, None, None
+        try:
+            if session is not None:
+                await session.close()
+        finally:
+            await self._sandbox.aclose()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        return self
+
+    async def __aenter__(self) -> Self:
+        await self._sandbox.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+__all__ = [
+    "SandcrewSandbox",
+    "SandcrewSandboxFactory",
+    "SandcrewSessionFactory",
+    "SandcrewSessionSandbox",
+]

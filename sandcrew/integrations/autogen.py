@@ -1,9 +1,9 @@
-"""AutoGen 0.4+: ``SandcrewCodeExecutor``, autogen-core's ``CodeExecutor`` on sandcrew.
+"""AutoGen 0.4+: two autogen-core code executors on sandcrew.
 
-Every code block runs in a new hardened throwaway container (no network, capped time,
-memory, processes and output) instead of AutoGen's long-lived Docker container, so
-``CodeExecutorAgent`` and ``PythonCodeExecutionTool`` can run model-written code
-safely::
+``SandcrewCodeExecutor`` runs every code block in a new hardened throwaway container (no
+network, capped time, memory, processes and output) instead of AutoGen's long-lived
+Docker container, so ``CodeExecutorAgent`` and ``PythonCodeExecutionTool`` can run
+model-written code safely::
 
     from autogen_agentchat.agents import CodeExecutorAgent
     from sandcrew.integrations.autogen import SandcrewCodeExecutor
@@ -11,20 +11,36 @@ safely::
     async with SandcrewCodeExecutor() as executor:
         agent = CodeExecutorAgent("runner", code_executor=executor)
 
+``SandcrewSessionExecutor`` is the stateful counterpart of autogen-ext's
+``DockerJupyterCodeExecutor``: one sandcrew session (a live IPython interpreter in one
+hardened container) for all its blocks, so variables survive between
+``execute_code_blocks`` calls, and images the blocks display come back as files.
+
 Needs ``pip install 'sandcrew[autogen]'``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel
 
 from sandcrew._extras import MissingExtraError
 from sandcrew.integrations._outcome import TIMEOUT_EXIT_CODE, combined_output, posix_exit_code
-from sandcrew.sandbox import DockerSandbox, SandboxConfig, normalize_language
+from sandcrew.sandbox import (
+    CellResult,
+    DockerSandbox,
+    SandboxConfig,
+    Session,
+    SessionLimits,
+    normalize_language,
+)
 
 try:
     from autogen_core import CancellationToken, Component
@@ -118,4 +134,190 @@ class SandcrewCodeExecutor(CodeExecutor, Component[SandcrewCodeExecutorConfig]):
         return cls(SandboxConfig.model_validate(config.sandbox))
 
 
-__all__ = ["SandcrewCodeExecutor", "SandcrewCodeExecutorConfig"]
+SAVED_MEDIA_TYPES = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/svg+xml": ".svg",
+    "text/html": ".html",
+}
+"""Display outputs a :class:`SandcrewSessionExecutor` saves as files (as autogen-ext's does)."""
+ERROR_EXIT_CODE = 1
+"""A block that raised, or whose interpreter had to be restarted."""
+
+
+@dataclass
+class SessionCodeResult(CodeResult):
+    """A :class:`CodeResult` with the files the blocks' display outputs were saved to."""
+
+    output_files: list[Path] = field(default_factory=list)
+
+
+class SandcrewSessionExecutorConfig(BaseModel):
+    """The declarative form of a :class:`SandcrewSessionExecutor`."""
+
+    sandbox: dict[str, Any] = {}
+    """:class:`~sandcrew.sandbox.SandboxConfig` fields; unset ones keep their defaults."""
+    limits: dict[str, Any] = {}
+    """:class:`~sandcrew.sandbox.SessionLimits` fields (cell timeout, idle timeout...)."""
+    output_dir: str | None = None
+
+
+class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorConfig]):
+    """Runs AutoGen's Python code blocks in one live interpreter, kept between calls.
+
+    The counterpart of autogen-ext's ``DockerJupyterCodeExecutor`` on a sandcrew session:
+    one hardened container (no network, capped memory, processes and output) holding an
+    IPython interpreter from :meth:`start` to :meth:`stop`. Blocks run in order; the
+    first that raises ends the call with exit code 1 and its traceback. Display outputs
+    (figures, images, HTML) are saved into ``output_dir`` (a temporary folder by default)
+    and their paths listed in the output and in ``output_files``; text results are shown
+    as in a notebook. A block that reaches the cell timeout is interrupted (exit code 124,
+    the state kept); if the interpreter had to be restarted, the output says so.
+    :meth:`restart` gives a fresh interpreter (files in the work dir stay).
+    """
+
+    component_type = "code_executor"
+    component_config_schema = SandcrewSessionExecutorConfig
+    component_provider_override: ClassVar[str | None] = (
+        "sandcrew.integrations.autogen.SandcrewSessionExecutor"
+    )
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        limits: SessionLimits | None = None,
+        output_dir: Path | str | None = None,
+    ) -> None:
+        self._sandbox = DockerSandbox(config)
+        self._limits = limits if limits is not None else SessionLimits()
+        self._output_dir = Path(output_dir) if output_dir is not None else None
+        self._session: Session | None = None
+
+    @property
+    def sandbox(self) -> DockerSandbox:
+        return self._sandbox
+
+    @property
+    def output_dir(self) -> Path:
+        """Where display outputs are saved (made by :meth:`start` when not given)."""
+        if self._output_dir is None:
+            self._output_dir = Path(tempfile.mkdtemp(prefix="sandcrew-autogen-"))
+        return self._output_dir
+
+    @property
+    def supported_languages(self) -> tuple[str, ...]:
+        return ("python",)
+
+    async def start(self) -> None:
+        if self._session is not None and not self._session.closed:
+            return
+        await self._sandbox.start()
+        session = self._sandbox.session("python", limits=self._limits)
+        await session.start()
+        self._session = session
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+
+    async def stop(self) -> None:
+        session, self._session = self._session, None
+        try:
+            if session is not None:
+                await session.close()
+        finally:
+            await self._sandbox.aclose()
+
+    async def restart(self) -> None:
+        """A fresh interpreter: variables and imports are gone, files stay."""
+        if self._session is None or self._session.closed:
+            await self.start()
+        else:
+            await self._session.restart()
+
+    async def execute_code_blocks(
+        self, code_blocks: Sequence[CodeBlock], cancellation_token: CancellationToken
+    ) -> SessionCodeResult:
+        await self.start()
+        session = self._session
+        assert session is not None
+        outputs: list[str] = []
+        files: list[Path] = []
+        for block in code_blocks:
+            if normalize_language(block.language) != "python":
+                outputs.append(
+                    f"Unsupported language {block.language!r}: this executor runs python"
+                )
+                return SessionCodeResult(UNSUPPORTED_EXIT_CODE, "\n".join(outputs), files)
+            cell = asyncio.ensure_future(session.run(block.code))
+            cancellation_token.link_future(cell)
+            try:
+                result = await cell
+            except asyncio.CancelledError:
+                await session.interrupt()  # the cell would otherwise run on to its limit
+                raise
+            text, saved = self._read(result)
+            outputs.append(text)
+            files += saved
+            exit_code = _exit_code(result)
+            if exit_code != 0:
+                return SessionCodeResult(exit_code, "\n".join(outputs), files)
+        return SessionCodeResult(0, "\n".join(outputs), files)
+
+    def _read(self, result: CellResult) -> tuple[str, list[Path]]:
+        """The cell's text as AutoGen's Jupyter executor gives it, and the files saved."""
+        parts = [result.stdout + result.stderr]
+        saved: list[Path] = []
+        for output in result.outputs:
+            for media_type, suffix in SAVED_MEDIA_TYPES.items():
+                data = output.data.get(media_type)
+                if data is not None:
+                    path = self.output_dir / f"{uuid.uuid4().hex}{suffix}"
+                    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+                    saved.append(path)
+                    parts.append(f"{media_type} saved to {path}\n")
+                    break
+            else:
+                text = output.data.get("text/plain")
+                if isinstance(text, str):
+                    parts.append(text + "\n")
+        if result.error is not None:
+            parts.append(f"{result.error.traceback or result.error.name}\n")
+        if result.timed_out:
+            parts.append(f"Timeout (the cell ran longer than {self._limits.cell_timeout:g}s)\n")
+        if result.state_lost:
+            parts.append(
+                f"[the interpreter was restarted: {result.reason or 'it ended'}; "
+                "variables are gone, files kept]\n"
+            )
+        return "".join(parts), saved
+
+    def _to_config(self) -> SandcrewSessionExecutorConfig:
+        return SandcrewSessionExecutorConfig(
+            sandbox=self._sandbox.config.model_dump(mode="json", exclude_defaults=True),
+            limits=self._limits.model_dump(mode="json", exclude_defaults=True),
+            output_dir=None if self._output_dir is None else str(self._output_dir),
+        )
+
+    @classmethod
+    def _from_config(cls, config: SandcrewSessionExecutorConfig) -> Self:
+        return cls(
+            SandboxConfig.model_validate(config.sandbox),
+            limits=SessionLimits.model_validate(config.limits),
+            output_dir=config.output_dir,
+        )
+
+
+def _exit_code(result: CellResult) -> int:
+    if result.timed_out:
+        return TIMEOUT_EXIT_CODE
+    if result.error is not None or result.state_lost:
+        return ERROR_EXIT_CODE
+    return 0
+
+
+__all__ = [
+    "SandcrewCodeExecutor",
+    "SandcrewCodeExecutorConfig",
+    "SandcrewSessionExecutor",
+    "SandcrewSessionExecutorConfig",
+    "SessionCodeResult",
+]

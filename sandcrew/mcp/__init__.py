@@ -1,7 +1,8 @@
 """``sandcrew mcp``: sandcrew as a Model Context Protocol server (needs ``sandcrew[mcp]``).
 
 Tools: ``run_code`` (each call in a new hardened throwaway container, within limits the
-server fixes), ``list_languages``, and ``solve`` when a model is configured.
+server fixes), ``list_languages``, the ``session_*`` tools (live interpreters a client keeps
+between calls, closed with its connection), and ``solve`` when a model is configured.
 """
 
 from __future__ import annotations

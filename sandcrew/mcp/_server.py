@@ -32,6 +32,7 @@ from sandcrew.crew import CrewSettings
 from sandcrew.functions import FunctionTool, ToolResult
 from sandcrew.mcp._admission import Admission, QueueFull, QueueLimits
 from sandcrew.mcp._http import HttpCaller, HttpGuard, caller_of, check_auth_token
+from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
 from sandcrew.sandbox import CodeTooLargeError
@@ -72,7 +73,7 @@ def build_server(
                 code=types.INVALID_PARAMS,
                 message=f"Unknown tool: {params.name!r} (this server has: {', '.join(tools)})",
             )
-        scope = CallScope(report_progress=_progress_reporter(ctx))
+        scope = CallScope(report_progress=_progress_reporter(ctx), connection=owner_of(ctx))
         caller = caller_of(ctx.request)
         token = CURRENT_CALL.set(scope)
         try:
@@ -106,7 +107,8 @@ def build_server(
         instructions=(
             "run_code runs a program in a new, hardened, throwaway Docker container "
             "(no network unless the server allows it and the call asks, capped time, "
-            "memory and output) and reports its output and exit code."
+            "memory and output) and reports its output and exit code. The session_* tools "
+            "keep a live interpreter between calls, like a notebook, until session_close."
         ),
         get_tool_input_schema=lambda name: (
             tools[name].contract.parameters_json_schema(strict=False) if name in tools else None
@@ -175,17 +177,33 @@ def _progress_reporter(ctx: ServerRequestContext[Any]) -> Any:
     return report
 
 
-def limits_of(settings: CrewSettings, *, allow_network: bool) -> ServerLimits:
-    """The server's limits: its sandbox settings' timeout and memory are the ceilings."""
+def limits_of(
+    settings: CrewSettings,
+    *,
+    allow_network: bool,
+    max_sessions: int | None = None,
+    session_idle_timeout: float | None = None,
+    session_lifetime: float | None = None,
+) -> ServerLimits:
+    """The server's limits: its sandbox settings' timeout and memory are the ceilings.
+
+    The session caps left ``None`` keep :class:`ServerLimits`' defaults.
+    """
     if settings.sandbox.memory_bytes < MIN_MEMORY_MIB * MIB:
         raise ConfigurationError(
             f"the MCP server needs a memory limit of at least {MIN_MEMORY_MIB}m "
             f"(got {settings.sandbox.memory_bytes} bytes)"
         )
+    caps: dict[str, Any] = {
+        "max_sessions": max_sessions,
+        "session_idle_timeout": session_idle_timeout,
+        "session_lifetime": session_lifetime,
+    }
     return ServerLimits(
         max_timeout=settings.sandbox.timeout,
         max_memory_bytes=settings.sandbox.memory_bytes,
         allow_network=allow_network,
+        **{name: value for name, value in caps.items() if value is not None},
     )
 
 
@@ -199,6 +217,9 @@ async def serve(
     with_solve: bool = False,
     auth_token: str | None = None,
     queue: QueueLimits | None = None,
+    max_sessions: int | None = None,
+    session_idle_timeout: float | None = None,
+    session_lifetime: float | None = None,
 ) -> None:
     """Serve until the client goes away (stdio) or the process is told to stop.
 
@@ -209,7 +230,13 @@ async def serve(
     """
     if transport != "stdio":
         check_auth_token(auth_token, host=host)
-    limits = limits_of(settings, allow_network=allow_network)
+    limits = limits_of(
+        settings,
+        allow_network=allow_network,
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_timeout,
+        session_lifetime=session_lifetime,
+    )
     toolbox = SandboxToolbox(settings, limits)
     server = build_server(toolbox, limits, with_solve=with_solve, queue=queue)
     loop = asyncio.get_running_loop()

@@ -14,8 +14,24 @@ from typing import Any, ParamSpec, Self, TypeVar
 from sandcrew.agents import Message
 from sandcrew.core import UserError
 from sandcrew.crew import CrewResult, CrewSettings, solve_task
-from sandcrew.mcp._tools import MIB, LanguagesResult, RunCodeResult, ServerLimits
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, Sandbox, SandboxConfig
+from sandcrew.mcp._sessions import ClientSessions
+from sandcrew.mcp._tools import (
+    MIB,
+    CellRunResult,
+    Done,
+    FileListing,
+    FileResult,
+    LanguagesResult,
+    RunCodeResult,
+    ServerLimits,
+    SessionInfo,
+    SessionList,
+)
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent, Sandbox, SandboxConfig
+
+# The owner of sessions created by calls that came on no known connection (direct
+# callers of the toolbox): they are closed when the toolbox is.
+_NO_CONNECTION = object()
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,6 +49,8 @@ class CallScope:
 
     report_progress: ProgressReporter | None = None
     raised: BaseException | None = None
+    connection: object | None = None
+    """The client connection the call came on (its sessions are closed when it ends)."""
 
 
 CURRENT_CALL: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar(
@@ -79,6 +97,10 @@ class SandboxToolbox:
         self._sandboxes: dict[tuple[int, bool], Sandbox] = {}
         self._runs: set[asyncio.Task[ExecutionResult]] = set()
         self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self._sessions = ClientSessions(
+            lambda: self._sandbox(limits.max_memory_bytes, False), limits
+        )
+        self._watched: list[object] = []
 
     async def __aenter__(self) -> Self:
         return self
@@ -97,6 +119,7 @@ class SandboxToolbox:
         for run in runs:
             run.cancel()
         await asyncio.gather(*runs, return_exceptions=True)
+        await self._sessions.aclose()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         for sandbox in sandboxes:
             await sandbox.aclose()
@@ -128,7 +151,9 @@ class SandboxToolbox:
         memory = min(memory_bytes or limits.max_memory_bytes, limits.max_memory_bytes)
         sandbox = self._sandbox(memory, network and limits.allow_network)
         inputs = {name: _utf8(name, text) for name, text in (files or {}).items()}
-        run = asyncio.ensure_future(self._run_in_slot(sandbox, code, language, time_limit, inputs))
+        run = asyncio.ensure_future(
+            self._run_in_slot(sandbox, code, language, time_limit, inputs, _output_reporter())
+        )
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
         try:
@@ -148,8 +173,13 @@ class SandboxToolbox:
         language: str,
         timeout: float,  # noqa: ASYNC109
         files: dict[str, bytes],
+        on_output: Callable[[OutputEvent], Awaitable[None]] | None,
     ) -> ExecutionResult:
         async with self._slots:
+            if isinstance(sandbox, DockerSandbox):  # live output is DockerSandbox's
+                return await sandbox.run(
+                    code, language, timeout=timeout, files=files or None, on_output=on_output
+                )
             return await sandbox.run(code, language, timeout=timeout, files=files or None)
 
     def list_languages(self) -> LanguagesResult:
@@ -174,6 +204,78 @@ class SandboxToolbox:
 
         sandbox = self._sandbox(self._limits.max_memory_bytes, False)
         return await solve_task(task, self._settings, sandbox=sandbox, on_message=on_message)
+
+    @_recorded
+    async def session_create(self, language: str) -> SessionInfo:
+        owner = _owner()
+        info = await self._sessions.create(owner, language)
+        if owner is not _NO_CONNECTION and not any(seen is owner for seen in self._watched):
+            # The connection's own teardown closes what its client left open.
+            self._watched.append(owner)
+            owner.exit_stack.push_async_callback(self._forget_owner, owner)  # type: ignore[attr-defined]
+        return info
+
+    async def _forget_owner(self, owner: object) -> None:
+        self._watched = [seen for seen in self._watched if seen is not owner]
+        await self._sessions.close_owner(owner)
+
+    @_recorded
+    async def session_run(
+        self,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
+    ) -> CellRunResult:
+        return await self._sessions.run(
+            _owner(), session_id, code, timeout=timeout, report=_output_reporter()
+        )
+
+    @_recorded
+    async def session_put_file(
+        self, session_id: str, name: str, *, text: str | None, data_base64: str | None
+    ) -> Done:
+        return await self._sessions.put_file(
+            _owner(), session_id, name, text=text, data_base64=data_base64
+        )
+
+    @_recorded
+    async def session_get_file(self, session_id: str, name: str) -> FileResult:
+        return await self._sessions.get_file(_owner(), session_id, name)
+
+    @_recorded
+    async def session_list_files(self, session_id: str, path: str) -> FileListing:
+        return await self._sessions.list_files(_owner(), session_id, path)
+
+    @_recorded
+    async def session_close(self, session_id: str) -> Done:
+        return await self._sessions.close(_owner(), session_id)
+
+    def session_list(self) -> SessionList:
+        return self._sessions.listing(_owner())
+
+
+def _owner() -> object:
+    scope = CURRENT_CALL.get()
+    connection = None if scope is None else scope.connection
+    return _NO_CONNECTION if connection is None else connection
+
+
+def _output_reporter() -> Callable[[OutputEvent], Awaitable[None]] | None:
+    """The program's output as progress messages (``stdout: ...``) of the current call.
+
+    The output is capped before it gets here, so a flood costs the client no more
+    than the result does.
+    """
+    scope = CURRENT_CALL.get()
+    report = None if scope is None else scope.report_progress
+    if report is None:
+        return None
+
+    async def report_output(chunk: OutputEvent) -> None:
+        await report(f"{chunk.stream}: {chunk.text}")
+
+    return report_output
 
 
 def _utf8(name: str, text: str) -> bytes:

@@ -32,6 +32,12 @@ class ServerLimits(BaseModel):
     """Largest memory limit of one run; also the default."""
     allow_network: bool = False
     """Whether a client may ask for network access (runs are offline unless asked)."""
+    max_sessions: int = Field(default=4, ge=0, le=1000)
+    """Sessions one client connection may hold open at once (0: no session tools)."""
+    session_idle_timeout: float = Field(default=600.0, gt=0)
+    """Seconds a session may go without a call before it is closed."""
+    session_lifetime: float = Field(default=3600.0, gt=0)
+    """Seconds after which a session is closed, however busy."""
 
 
 INLINE_ARTIFACT_BYTES = 64 * 1024
@@ -111,6 +117,99 @@ class LanguagesResult(BaseModel):
     network_allowed: bool
 
 
+class SessionInfo(BaseModel):
+    """A live interpreter of this client, kept between calls until closed or expired."""
+
+    session_id: str
+    language: str
+    cells: int
+    """Cells run so far."""
+    cell_timeout: float
+    """Longest a cell may run, seconds (a cell may ask for less)."""
+    idle_timeout: float
+    """The session is closed after this many seconds without a call."""
+    lifetime: float
+    """The session is closed this many seconds after it was created."""
+
+
+class SessionList(BaseModel):
+    """This client's open sessions."""
+
+    sessions: list[SessionInfo]
+    max_sessions: int
+
+
+class DisplayResult(BaseModel):
+    """One display output of a cell: a MIME bundle (binary types base64, as Jupyter has them)."""
+
+    kind: str
+    """``result`` (the value of the cell's last expression) or ``display``."""
+    data: dict[str, str]
+    omitted: list[str] = []
+    """MIME types left out: larger than 1 MiB each."""
+
+
+class CellErrorResult(BaseModel):
+    """The exception a cell raised."""
+
+    name: str
+    value: str
+    traceback: str
+
+
+class CellRunResult(BaseModel):
+    """What one cell did. Its failure (an exception, a timeout, a lost state) is data."""
+
+    session_id: str
+    execution_count: int | None
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    outputs: list[DisplayResult]
+    outputs_truncated: bool
+    error: CellErrorResult | None
+    timed_out: bool
+    """The cell reached its time limit and was interrupted."""
+    state_lost: bool
+    """The interpreter was replaced by a fresh one: earlier variables are gone, files stay."""
+    reason: str | None
+    duration: float
+
+
+class FileResult(BaseModel):
+    """A file of a session's work dir."""
+
+    name: str
+    size: int
+    text: str | None
+    """The content, when it is UTF-8 text."""
+    data_base64: str | None
+    """The content base64-encoded, when it is not UTF-8 text."""
+
+
+class FileEntryResult(BaseModel):
+    """One entry of a folder of a session's work dir."""
+
+    name: str
+    kind: str
+    """``file``, ``folder``, ``link`` or ``other``."""
+    size: int
+
+
+class FileListing(BaseModel):
+    """A folder of a session's work dir."""
+
+    path: str
+    entries: list[FileEntryResult]
+
+
+class Done(BaseModel):
+    """The request was carried out."""
+
+    done: bool = True
+
+
 class Toolbox(Protocol):
     """What the tools do once their arguments are valid."""
 
@@ -128,6 +227,28 @@ class Toolbox(Protocol):
     def list_languages(self) -> LanguagesResult: ...
 
     async def solve(self, task: str) -> CrewResult: ...
+
+    async def session_create(self, language: str) -> SessionInfo: ...
+
+    async def session_run(
+        self,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
+    ) -> CellRunResult: ...
+
+    async def session_put_file(
+        self, session_id: str, name: str, *, text: str | None, data_base64: str | None
+    ) -> Done: ...
+
+    async def session_get_file(self, session_id: str, name: str) -> FileResult: ...
+
+    async def session_list_files(self, session_id: str, path: str) -> FileListing: ...
+
+    async def session_close(self, session_id: str) -> Done: ...
+
+    def session_list(self) -> SessionList: ...
 
 
 def tool_contracts(
@@ -201,6 +322,8 @@ def tool_contracts(
         return toolbox.list_languages()
 
     tools: list[FunctionTool[..., Any]] = [run_code, list_languages]
+    if limits.max_sessions:
+        tools += session_contracts(limits, toolbox)
     if with_solve:
 
         @function(strict=False)
@@ -216,3 +339,105 @@ def tool_contracts(
 
         tools.append(solve)
     return tools
+
+
+SessionId = Annotated[str, Field(description="The id session_create returned.")]
+
+
+def session_contracts(limits: ServerLimits, toolbox: Toolbox) -> list[FunctionTool[..., Any]]:
+    """The tools that keep a live interpreter between calls (run_code stays stateless)."""
+
+    create_description = (
+        "Start a session: a live interpreter in a new hardened container, kept between "
+        "calls. Variables, imports, the working directory and files persist from one "
+        f"session_run to the next. A client holds at most {limits.max_sessions} sessions; "
+        f"each is closed after {limits.session_idle_timeout:g}s without a call, "
+        f"{limits.session_lifetime:g}s after it started, or when the client disconnects. "
+        "Close it with session_close when done."
+    )
+
+    @function(strict=False, description=create_description)
+    async def session_create(
+        language: Annotated[
+            str, Field(description="The interpreter: python, bash or javascript.")
+        ] = "python",
+    ) -> SessionInfo:
+        return await toolbox.session_create(language)
+
+    @function(strict=False)
+    async def session_run(
+        session_id: SessionId,
+        code: Annotated[str, Field(description="The cell's source text.")],
+        timeout: Annotated[  # noqa: ASYNC109  (the cell's limit, enforced by the session)
+            float | None,
+            Field(
+                gt=0,
+                le=limits.max_timeout,
+                description=(
+                    f"Seconds the cell may run, at most {limits.max_timeout:g} (the default); "
+                    "then it is interrupted and the session's state is kept."
+                ),
+            ),
+        ] = None,
+    ) -> CellRunResult:
+        """Run a cell in a session, as in a notebook: earlier cells' variables are there.
+
+        Reports stdout and stderr, display outputs (the last expression's value, display()
+        calls, matplotlib figures as image/png in base64), the exception if the cell raised,
+        and state_lost when the interpreter had to be replaced (variables gone, files kept).
+        """
+        return await toolbox.session_run(session_id, code, timeout=timeout)
+
+    @function(strict=False)
+    async def session_put_file(
+        session_id: SessionId,
+        name: Annotated[
+            str, Field(description="Relative path in the session's working directory.")
+        ],
+        text: Annotated[str | None, Field(description="The content, as UTF-8 text.")] = None,
+        data_base64: Annotated[
+            str | None, Field(description="The content, base64-encoded (instead of text).")
+        ] = None,
+    ) -> Done:
+        """Write a file into a session's working directory (replacing one of the same name)."""
+        return await toolbox.session_put_file(session_id, name, text=text, data_base64=data_base64)
+
+    @function(strict=False)
+    async def session_get_file(
+        session_id: SessionId,
+        name: Annotated[
+            str, Field(description="Relative path in the session's working directory.")
+        ],
+    ) -> FileResult:
+        """Read a file of a session's working directory (text, or base64 when it is binary)."""
+        return await toolbox.session_get_file(session_id, name)
+
+    @function(strict=False)
+    async def session_list_files(
+        session_id: SessionId,
+        path: Annotated[
+            str, Field(description="A folder of the working directory; . is the directory.")
+        ] = ".",
+    ) -> FileListing:
+        """List a folder of a session's working directory."""
+        return await toolbox.session_list_files(session_id, path)
+
+    @function(strict=False)
+    async def session_close(session_id: SessionId) -> Done:
+        """Close a session: its interpreter ends and its container is removed."""
+        return await toolbox.session_close(session_id)
+
+    @function(strict=False)
+    def session_list() -> SessionList:
+        """This client's open sessions."""
+        return toolbox.session_list()
+
+    return [
+        session_create,
+        session_run,
+        session_put_file,
+        session_get_file,
+        session_list_files,
+        session_close,
+        session_list,
+    ]

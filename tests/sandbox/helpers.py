@@ -45,3 +45,28 @@ def python_process(script: str) -> Iterator[subprocess.Popen[bytes]]:
         process.wait()
         assert process.stderr is not None
         process.stderr.close()
+
+
+RELEASE_FILE = "/tmp/go"
+WAITS_FOR_RELEASE = (
+    "import os, time\n"
+    "print('waiting', flush=True)\n"
+    f"while not os.path.exists({RELEASE_FILE!r}):\n"
+    "    time.sleep(0.05)\n"
+    "print('released', flush=True)\n"
+)
+"""Prints ``waiting``, then runs until :func:`release_program` lets it end: its first line
+can only be seen before it ends if output is live."""
+
+
+def release_program(client: docker.DockerClient, *, owner_pid: int | None = None) -> None:
+    """Let the program waiting in the one running sandbox container of ``owner_pid`` end."""
+    running = [
+        container_id
+        for container_id in our_containers(client, owner_pid=owner_pid)
+        if client.api.inspect_container(container_id)["State"]["Running"]
+    ]
+    assert len(running) == 1, f"expected one running sandbox container, found {running}"
+    execution = client.api.exec_create(running[0], ["touch", RELEASE_FILE])
+    client.api.exec_start(execution)
+    assert client.api.exec_inspect(execution)["ExitCode"] == 0

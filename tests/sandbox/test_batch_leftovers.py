@@ -294,3 +294,28 @@ print("made folders")
         # Not started in the container that could not be cleaned: in the next one.
         assert neighbour.run_id != hostile.run_id
     assert len({neighbour.run_id for neighbour in neighbours}) == 1  # one batch, not alone
+
+
+async def test_a_python_task_meets_its_limits_as_a_new_interpreter_would(
+    docker_client: docker.DockerClient,
+) -> None:
+    # A new python3 ignores SIGXFSZ and SIGPIPE: past the file size limit, a write fails.
+    writes_past_the_file_limit = """
+import os
+try:
+    with open("big", "wb") as handle:
+        for _ in range(24):
+            handle.write(bytes(1 << 20))
+except OSError as error:
+    print("refused:", error.strerror)
+read, write = os.pipe()
+os.close(read)
+try:
+    os.write(write, b"x")
+except BrokenPipeError:
+    print("broken pipe")
+"""
+    async with BatchSandbox(DISK, slots=1, docker_client=docker_client) as batch:
+        in_batch = await batch.run(writes_past_the_file_limit)
+    assert in_batch.stdout == "refused: File too large\nbroken pipe\n", in_batch
+    assert _verdict(in_batch) == await _alone(docker_client, DISK, writes_past_the_file_limit)

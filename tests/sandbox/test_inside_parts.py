@@ -278,3 +278,15 @@ def test_a_command_carries_its_entry_and_the_siblings_it_imports_only() -> None:
     assert "'files':" in supervisor[4]
     assert "'batch':" not in supervisor[4]
     assert "'supervisor':" not in batch[4]
+
+
+def test_a_sibling_imported_as_a_name_of_the_package_travels_too() -> None:
+    from sandcrew.sandbox._inside_command import _needed
+
+    sources = {
+        "entry": "from . import helper as h\nfrom .other import thing\n",
+        "helper": "import os\n",
+        "other": "thing = 1\n",
+        "unrelated": "x = 1\n",
+    }
+    assert list(_needed("entry", sources)) == ["entry", "helper", "other"]

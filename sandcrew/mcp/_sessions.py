@@ -1,0 +1,258 @@
+"""The sessions MCP clients hold: each owned by one client connection, closed when it ends.
+
+A client addresses a session by the id :meth:`ClientSessions.create` gave it; the id of
+another client's session is unknown to it. The caps are the server's: sessions per
+client (a refusal past it), and each session's idle timeout and lifetime (the session
+core closes it then, and removes its container). Everything a client left open is
+closed when its connection ends, and all of it when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandcrew.core import UserError
+from sandcrew.mcp._tools import (
+    CellErrorResult,
+    CellRunResult,
+    DisplayResult,
+    Done,
+    FileEntryResult,
+    FileListing,
+    FileResult,
+    ServerLimits,
+    SessionInfo,
+    SessionList,
+)
+from sandcrew.sandbox import (
+    CellResult,
+    DisplayOutput,
+    DockerSandbox,
+    OutputEvent,
+    Sandbox,
+    Session,
+    SessionLimits,
+)
+
+INLINE_DISPLAY_BYTES = 1024 * 1024
+"""A display output's MIME entry comes back only up to this size."""
+MAX_FILE_BYTES = 8 * 1024 * 1024
+"""Largest file a client may put into or get from a session."""
+
+OutputReporter = Callable[[OutputEvent], Awaitable[None]]
+
+
+@dataclass
+class _Entry:
+    session: Session
+    owner: object
+    cells: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class ClientSessions:
+    """Sessions of the server's clients, keyed by an id and owned by a connection."""
+
+    def __init__(self, sandbox: Callable[[], Sandbox], limits: ServerLimits) -> None:
+        self._sandbox = sandbox
+        self._limits = limits
+        self._session_limits = SessionLimits(
+            cell_timeout=limits.max_timeout,
+            idle_timeout=limits.session_idle_timeout,
+            max_lifetime=limits.session_lifetime,
+            max_file_bytes=MAX_FILE_BYTES,
+        )
+        self._entries: dict[str, _Entry] = {}
+        self._closing = False
+
+    def _of(self, owner: object) -> dict[str, _Entry]:
+        self._forget_closed()
+        return {key: entry for key, entry in self._entries.items() if entry.owner is owner}
+
+    def _forget_closed(self) -> None:
+        """Sessions the core closed (idle, lifetime, container lost) are gone for clients too."""
+        for key in [key for key, entry in self._entries.items() if entry.session.closed]:
+            del self._entries[key]
+
+    def _entry(self, owner: object, session_id: str) -> _Entry:
+        entry = self._entries.get(session_id)
+        if entry is None or entry.owner is not owner or entry.session.closed:
+            self._forget_closed()
+            ids = ", ".join(self._of(owner)) or "none"
+            raise UserError(
+                f"no open session {session_id!r} (this client's sessions: {ids}); "
+                "it may have expired; session_create starts a new one"
+            )
+        return entry
+
+    def _info(self, key: str, entry: _Entry) -> SessionInfo:
+        limits = entry.session.limits
+        return SessionInfo(
+            session_id=key,
+            language=entry.session.language,
+            cells=entry.cells,
+            cell_timeout=limits.cell_timeout,
+            idle_timeout=limits.idle_timeout,
+            lifetime=limits.max_lifetime,
+        )
+
+    async def create(self, owner: object, language: str) -> SessionInfo:
+        if self._closing:
+            raise UserError("the server is stopping; no new sessions")
+        held = self._of(owner)
+        if len(held) >= self._limits.max_sessions:
+            raise UserError(
+                f"this client already holds {len(held)} sessions, the server's limit; "
+                f"close one with session_close (open: {', '.join(held)})"
+            )
+        sandbox = self._sandbox()
+        if not isinstance(sandbox, DockerSandbox):
+            raise UserError("this server's sandbox holds no sessions; use run_code")
+        session = sandbox.session(language, limits=self._session_limits)
+        await session.start()
+        key = secrets.token_hex(8)
+        entry = self._entries[key] = _Entry(session, owner)
+        return self._info(key, entry)
+
+    async def run(
+        self,
+        owner: object,
+        session_id: str,
+        code: str,
+        *,
+        timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
+        report: OutputReporter | None,
+    ) -> CellRunResult:
+        entry = self._entry(owner, session_id)
+        time_limit = min(timeout or self._limits.max_timeout, self._limits.max_timeout)
+        result: CellResult | None = None
+        async with entry.lock:
+            async for event in entry.session.stream(code, timeout=time_limit):
+                if isinstance(event, CellResult):
+                    result = event
+                elif isinstance(event, OutputEvent) and report is not None:
+                    await report(event)
+            entry.cells += 1
+        assert result is not None
+        return _cell_result(session_id, result)
+
+    async def put_file(
+        self,
+        owner: object,
+        session_id: str,
+        name: str,
+        *,
+        text: str | None,
+        data_base64: str | None,
+    ) -> Done:
+        if (text is None) == (data_base64 is None):
+            raise UserError("give the file's content as text or as data_base64 (exactly one)")
+        if text is not None:
+            try:
+                content = text.encode()
+            except UnicodeEncodeError:
+                raise UserError(f"the text of {name!r} is not valid Unicode") from None
+        else:
+            assert data_base64 is not None
+            try:
+                content = base64.b64decode(data_base64, validate=True)
+            except (binascii.Error, ValueError):
+                raise UserError(f"data_base64 of {name!r} is not valid base64") from None
+        await self._entry(owner, session_id).session.put_file(name, content)
+        return Done()
+
+    async def get_file(self, owner: object, session_id: str, name: str) -> FileResult:
+        data = await self._entry(owner, session_id).session.get_file(name, max_bytes=MAX_FILE_BYTES)
+        try:
+            return FileResult(name=name, size=len(data), text=data.decode(), data_base64=None)
+        except UnicodeDecodeError:
+            encoded = base64.b64encode(data).decode()
+            return FileResult(name=name, size=len(data), text=None, data_base64=encoded)
+
+    async def list_files(self, owner: object, session_id: str, path: str) -> FileListing:
+        entries = await self._entry(owner, session_id).session.list_files(path)
+        return FileListing(
+            path=path,
+            entries=[
+                FileEntryResult(name=entry.name, kind=entry.kind, size=entry.size)
+                for entry in entries
+            ],
+        )
+
+    async def close(self, owner: object, session_id: str) -> Done:
+        entry = self._entry(owner, session_id)
+        del self._entries[session_id]
+        await entry.session.close()
+        return Done()
+
+    def listing(self, owner: object) -> SessionList:
+        return SessionList(
+            sessions=[self._info(key, entry) for key, entry in self._of(owner).items()],
+            max_sessions=self._limits.max_sessions,
+        )
+
+    async def close_owner(self, owner: object) -> None:
+        """The client's connection ended: close everything it left open."""
+        await self._close([key for key, entry in self._entries.items() if entry.owner is owner])
+
+    async def aclose(self) -> None:
+        """The server stops: close every session."""
+        self._closing = True
+        await self._close(list(self._entries))
+
+    async def _close(self, keys: list[str]) -> None:
+        sessions = [self._entries.pop(key).session for key in keys if key in self._entries]
+        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+
+
+def _cell_result(session_id: str, result: CellResult) -> CellRunResult:
+    error = result.error
+    return CellRunResult(
+        session_id=session_id,
+        execution_count=result.execution_count,
+        stdout=result.stdout,
+        stderr=result.stderr,
+        stdout_truncated=result.stdout_truncated,
+        stderr_truncated=result.stderr_truncated,
+        outputs=[_display(output) for output in result.outputs],
+        outputs_truncated=result.outputs_truncated,
+        error=(
+            None
+            if error is None
+            else CellErrorResult(name=error.name, value=error.value, traceback=error.traceback)
+        ),
+        timed_out=result.timed_out,
+        state_lost=result.state_lost,
+        reason=result.reason,
+        duration=round(result.duration, 3),
+    )
+
+
+def _display(output: DisplayOutput) -> DisplayResult:
+    data: dict[str, str] = {}
+    omitted: list[str] = []
+    for media_type, value in output.data.items():
+        if len(value) > INLINE_DISPLAY_BYTES:
+            omitted.append(media_type)
+        elif isinstance(value, bytes):
+            data[media_type] = base64.b64encode(value).decode()
+        else:
+            data[media_type] = value
+    return DisplayResult(kind=output.kind, data=data, omitted=omitted)
+
+
+def owner_of(context: Any) -> object | None:
+    """The client connection a request came on, or ``None`` when the SDK does not say.
+
+    The SDK's low-level handlers get the connection only through their session
+    (``ServerSession._connection``); its per-connection teardown (``exit_stack``) is
+    where a client's sessions are closed when it goes away.
+    """
+    connection = getattr(getattr(context, "session", None), "_connection", None)
+    return connection if hasattr(connection, "exit_stack") else None

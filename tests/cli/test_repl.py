@@ -1,0 +1,128 @@
+"""`sandcrew repl` driven through a pseudo-terminal (and a pipe): state kept between cells,
+multi-line input, Ctrl-C interrupts a cell and keeps the session, images saved and named,
+hostile output shown not obeyed, Ctrl-D and SIGTERM remove the container."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from tests.process import cli_on_terminal, run_cli
+
+pytestmark = pytest.mark.docker
+
+START = 240.0
+"""Bound on a session's start on a busy machine."""
+
+
+def tiny_png() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+def test_the_repl_keeps_state_interrupts_cells_and_leaves_nothing(tmp_path: Path) -> None:
+    images = tmp_path / "pictures"
+    png = tiny_png()
+    with cli_on_terminal("repl", "--images", str(images), with_stdin=True) as terminal:
+        terminal.read_until(b"In [1]: ", within=START)
+        terminal.send(b"x = 6 * 7\r")
+        terminal.read_until(b"In [2]: ")
+
+        # A block: continued until an empty line.
+        terminal.send(b"for i in range(2):\r")
+        terminal.read_until(b"...: ")
+        terminal.send(b"    print('row', i * x)\r")
+        terminal.read_until(b"...: ")
+        terminal.send(b"\r")
+        block = terminal.read_until(b"In [3]: ")
+
+        # An endless cell, interrupted: the session and x survive.
+        terminal.send(b"import time\r")
+        terminal.read_until(b"In [4]: ")
+        terminal.send(b"while True:\r    print('looping', flush=True); time.sleep(0.2)\r\r")
+        terminal.read_until(b"looping")
+        terminal.send(b"\x03")
+        interrupted = terminal.read_until(b"In [5]: ", within=60)
+        terminal.send(b"x\r")
+        value = terminal.read_until(b"In [6]: ")
+
+        # Hostile output is shown, never obeyed.
+        terminal.send(b"print(chr(27) + ']0;pwned' + chr(7) + chr(27) + '[2J')\r")
+        hostile = terminal.read_until(b"In [7]: ")
+
+        # An image is saved into the folder and named.
+        terminal.send(
+            b"from IPython.display import Image, display; "
+            b"display(Image(data=bytes.fromhex('" + png.hex().encode() + b"')))\r"
+        )
+        shown = terminal.read_until(b"In [8]: ")
+
+        terminal.send(b"\x04")
+        assert terminal.finish() == 0
+
+    assert b"row 0\r\nrow 42\r\n" in block
+    assert b"KeyboardInterrupt" in interrupted
+    assert b"Out[5]: 42" in value
+    assert b"^[]0;pwned^G^[[2J" in hostile
+    assert b"\x1b]0;pwned" not in terminal.received
+    assert b"\x1b[2J" not in terminal.received
+    (saved,) = images.iterdir()
+    assert saved.name.endswith("-cell7-1.png")
+    assert saved.read_bytes() == png
+    assert f"image saved to {saved}".encode() in shown
+
+
+def test_sigterm_closes_the_session(tmp_path: Path) -> None:
+    with cli_on_terminal("repl", with_stdin=True) as terminal:
+        terminal.read_until(b"In [1]: ", within=START)
+        terminal.send(b"import time; time.sleep(600)\r")
+        os.kill(terminal.child.pid, signal.SIGTERM)
+        assert terminal.finish() == 128 + signal.SIGTERM
+    # cli_on_terminal fails when the REPL left its container behind.
+
+
+def test_piped_cells_run_in_one_session_with_files(tmp_path: Path) -> None:
+    data = tmp_path / "numbers.txt"
+    data.write_text("3\n4\n")
+    cells = (
+        "import pathlib\n"
+        "numbers = [int(n) for n in pathlib.Path('numbers.txt').read_text().split()]\n"
+        "def double(value):\n"
+        "    return value * 2\n"
+        "\n"
+        "print(double(sum(numbers)))\n"
+    )
+    completed = run_cli("repl", "--file", str(data), stdin=cells, timeout=START)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "14\n"
+
+
+def test_a_bash_repl_keeps_variables_functions_and_the_directory(tmp_path: Path) -> None:
+    data = tmp_path / "numbers.txt"
+    data.write_text("3\n4\n")
+    cells = (
+        "total=0\n"
+        "double() {\n"
+        "  echo $(( $1 * 2 ))\n"
+        "}\n"
+        "for n in $(cat numbers.txt); do total=$((total + n)); done\n"
+        "mkdir -p sub && cd sub\n"
+        'double $total; basename "$PWD"\n'
+    )
+    completed = run_cli(
+        "repl", "--language", "bash", "--file", str(data), stdin=cells, timeout=START
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "14\nsub\n"
