@@ -52,7 +52,7 @@ def test_the_repl_keeps_state_interrupts_cells_and_leaves_nothing(tmp_path: Path
         terminal.send(b"import time\r")
         terminal.read_until(b"In [4]: ")
         terminal.send(b"while True:\r    print('looping', flush=True); time.sleep(0.2)\r\r")
-        terminal.read_until(b"looping")
+        terminal.read_until(b"\nlooping")  # the cell's output, not the echo of its code
         terminal.send(b"\x03")
         interrupted = terminal.read_until(b"In [5]: ", within=60)
         terminal.send(b"x\r")

@@ -14,7 +14,7 @@ import pytest
 
 from sandcrew.sandbox import BatchSandbox, DockerSandbox, ExecutionResult, SandboxConfig
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 MIB = 1024 * 1024
 DISK = SandboxConfig(timeout=5.0, workdir_tmpfs_bytes=32 * MIB)

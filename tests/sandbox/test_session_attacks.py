@@ -12,7 +12,7 @@ import pytest
 from sandcrew.sandbox import DockerSandbox, SandboxConfig, Session, SessionLimits
 from tests.sandbox.helpers import our_containers
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 LIMITS = SessionLimits(cell_timeout=10, interrupt_grace=3)
 

@@ -14,7 +14,7 @@ import pytest
 from sandcrew.sandbox import DockerSandbox, SessionClosedError, SessionLimits
 from tests.sandbox.helpers import our_containers
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 GONE_WITHIN = 20.0
 

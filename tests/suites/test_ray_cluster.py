@@ -16,14 +16,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import docker
 import pytest
-from typer.testing import CliRunner
 
-from sandcrew.cli import app
 from sandcrew.errors import ErrorCode, InfrastructureError
 from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig
 from sandcrew.suites import (
@@ -39,9 +37,10 @@ from sandcrew.suites import (
     read_json_report,
     run_suite,
 )
+from tests.process import run_cli
 from tests.suites.ray_cluster import CLUSTER_ENV, RayCluster, containers_of, two_node_cluster
 
-pytestmark = [pytest.mark.docker, pytest.mark.ray]
+pytestmark = [pytest.mark.docker, pytest.mark.ray, pytest.mark.slow]
 
 SAMPLE_TASKS = ("HumanEval/0", "HumanEval/2", "HumanEval/4")
 
@@ -65,8 +64,17 @@ def engine() -> Iterator[docker.DockerClient]:
     client.close()
 
 
-def _cli(*args: str) -> Any:
-    return CliRunner().invoke(app, ["suite", *args], env={"COLUMNS": "200"})
+@dataclass(frozen=True)
+class _Finished:
+    exit_code: int
+    output: str
+
+
+def _cli(*args: str) -> _Finished:
+    # A process of its own, as a user runs it: joining a second cluster from a process
+    # that already ran (and shut down) a local Ray can hang inside Ray.
+    done = run_cli("suite", *args, env={"COLUMNS": "200"}, timeout=240)
+    return _Finished(done.returncode, done.stdout + done.stderr)
 
 
 def _samples() -> list[dict[str, str]]:
