@@ -156,6 +156,7 @@ async def test_a_stdio_client_that_goes_away_leaves_no_session_behind() -> None:
     assert wait_until_gone(server) == []
 
 
+@pytest.mark.slow
 async def test_an_idle_session_expires_and_its_container_goes() -> None:
     async with mcp_session("--session-idle-timeout", "20") as session:
         (server,) = sandcrew_mcp_children(os.getpid())

