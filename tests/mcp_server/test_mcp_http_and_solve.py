@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from mcp import ClientSession
@@ -18,50 +14,16 @@ from sandcrew.agents import StopReason
 from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, happy_path_turns
-from tests.mcp_server.helpers import mcp_session, wait_until_gone
+from tests.mcp_server.helpers import http_mcp_server, mcp_session, wait_until_gone
 from tests.programs import FIBONACCI_PROGRAM
 
 pytestmark = pytest.mark.docker
 
-REPOSITORY = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
 
 @pytest.fixture
 def http_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http"),
-            *("--host", "127.0.0.1", "--port", str(port), "--timeout", "5"),
-        ],
-        cwd=REPOSITORY,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert time.monotonic() < deadline, "the HTTP server never listened"
-        time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", server
-    finally:
-        if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        finally:
-            server.kill()
-            if server.stderr is not None:
-                server.stderr.close()
+    with http_mcp_server("--timeout", "5") as started:
+        yield started
 
 
 async def test_streamable_http_serves_the_same_tools(
