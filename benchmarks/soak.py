@@ -203,10 +203,12 @@ BATCH_CLASSES: dict[str, tuple[str, frozenset[str]]] = {
     "batch/sysv-ipc": (IPC_CREATE + "return a + b", frozenset({PASSED})),
     "batch/ipc-survey": (SURVEY, frozenset({PASSED})),
     "batch/big-tree-stall": (
-        "import os, time\nfor worker in range(3):\n    if os.fork() == 0:\n        n = 0\n"
-        "        while True:\n"
+        # 72,000 folders (seconds to delete), bounded so that the attack is about time,
+        # not about the kernel memory that endless folders would take.
+        "import os, time\nfor worker in range(3):\n    if os.fork() == 0:\n"
+        "        for n in range(6000):\n"
         "            os.makedirs('t%d/%d/a/b/c' % (worker, n), exist_ok=True)\n"
-        "            n += 1\ntime.sleep(60)",
+        "        time.sleep(60)\ntime.sleep(60)",
         frozenset({TIMED_OUT}),
     ),
 }

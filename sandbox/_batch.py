@@ -39,6 +39,7 @@ from ._container import Launch, LaunchedContainer, create_options, discard_conta
 from ._deadlines import WATCHDOG_GRACE, run_limit
 from ._docker_client import connect_docker
 from ._errors import SandboxError
+from ._inside.batch import CLEANUP_SECONDS
 from ._inside.framing import OUTCOME_ALONE, OUTCOME_ELSEWHERE, BatchHead, parse_batch_head
 from ._inside_command import inside_command
 from ._languages import SUPPORTED_LANGUAGES, normalize_language
@@ -85,9 +86,11 @@ def batch_supervisor_command(
     processes: int,
     address_space: int,
     slots: int,
+    cleanup_seconds: float,
 ) -> list[str]:
     """The container command of a batch: workdir, the tasks' uid range, per-task limits."""
-    limits = (first_uid, uid_count, processes, address_space, slots)
+    cleanup_ms = max(1, round(cleanup_seconds * 1000))
+    limits = (first_uid, uid_count, processes, address_space, slots, cleanup_ms)
     return inside_command("batch", workdir, *(str(value) for value in limits))
 
 
@@ -211,6 +214,9 @@ class BatchSandbox:
     programs run at once; more wait for the container's room. A run whose
     container fails runs again alone in a container of its own (a
     :class:`DockerSandbox` run); the next runs get a new batch container.
+
+    ``cleanup_seconds`` bounds how long the container deletes what one program left;
+    past it the container retires and later runs go to a new one.
     """
 
     def __init__(
@@ -218,12 +224,16 @@ class BatchSandbox:
         config: SandboxConfig | None = None,
         *,
         slots: int = 1,
+        cleanup_seconds: float = CLEANUP_SECONDS,
         docker_client: docker.DockerClient | None = None,
     ) -> None:
         if slots < 1:
             raise ValueError(f"slots must be at least 1 (got {slots})")
+        if not cleanup_seconds > 0:
+            raise ValueError(f"cleanup_seconds must be > 0 (got {cleanup_seconds})")
         self.config = config if config is not None else SandboxConfig()
         self.slots = slots
+        self.cleanup_seconds = cleanup_seconds
         self._client: docker.DockerClient | None = docker_client
         self._owns_client = docker_client is None
         self._started = False
@@ -330,6 +340,7 @@ class BatchSandbox:
             processes=config.pids_limit,
             address_space=config.memory_bytes,
             slots=slots,
+            cleanup_seconds=self.cleanup_seconds,
         )
         options["environment"] = {}
         options["working_dir"] = "/"
@@ -405,8 +416,15 @@ class BatchSandbox:
             ).encode()
             future = container.submit(identifier)
             started = time.monotonic()
-            # A queued program may first wait for one run of the longest limit.
-            waits = limit + max(limit, self.config.timeout) + WATCHDOG_GRACE + _ANSWER_SLACK
+            # A queued program may first wait for one run of the longest limit and the
+            # cleanup after it.
+            waits = (
+                limit
+                + max(limit, self.config.timeout)
+                + WATCHDOG_GRACE
+                + self.cleanup_seconds
+                + _ANSWER_SLACK
+            )
             try:
                 async with asyncio.timeout(waits):
                     await asyncio.to_thread(container.send, header + program)

@@ -1,6 +1,6 @@
 """The batch supervisor: one hardened container runs many programs, each isolated from the rest.
 
-Run as ``main([workdir, first_uid, uid_count, nproc, address_space, slots])``.
+Run as ``main([workdir, first_uid, uid_count, nproc, address_space, slots, cleanup_ms])``.
 It starts like the one-program supervisor (root with only SETUID, SETGID,
 SETPCAP and KILL, not dumpable), reads the nonce as the first line of stdin,
 then serves requests until stdin closes: ``"<id> <language> <size> <limit_ms>
@@ -63,7 +63,7 @@ SHARED_FOLDERS = ("/tmp", "/dev/shm", "/dev/mqueue")
 KILL_SECONDS = 5.0
 """Seconds a reaper tries at most to end every process of a task."""
 CLEANUP_SECONDS = 5.0
-"""Seconds a reaper deletes a task's files at most; past it the container retires."""
+"""Seconds a reaper deletes a task's files at most by default; past it the container retires."""
 START_FAILED_EXIT = 125
 _KILLED_EXIT = 128 + signal.SIGKILL
 _MESSAGE_SIZE = 256
@@ -218,10 +218,11 @@ def _run_python(directory: str, path: str) -> int:
     return code
 
 
-def reap(workdir: str, uid: int) -> int:
+def reap(workdir: str, uid: int, cleanup_seconds: float = CLEANUP_SECONDS) -> int:
     """In a fresh fork of the zygote: end the task of ``uid``, then remove what it left.
 
-    0 when nothing of it is left; 1 when something could not be ended or deleted in time.
+    0 when nothing of it is left; 1 when something could not be ended or deleted within
+    ``KILL_SECONDS`` and ``cleanup_seconds``.
     """
     os.closerange(3, 65536)
     give_up = time.monotonic() + KILL_SECONDS
@@ -244,7 +245,7 @@ def reap(workdir: str, uid: int) -> int:
     drop_to(uid, uid)
     make_undumpable()
     clean = remove_own_ipc_objects(uid)
-    deadline = time.monotonic() + CLEANUP_SECONDS
+    deadline = time.monotonic() + cleanup_seconds
     for name in names:
         try:
             remove_entry(workdir, name, deadline)
@@ -256,9 +257,17 @@ def reap(workdir: str, uid: int) -> int:
 class Zygote:
     """Forks tasks and reapers on the supervisor's requests and reports their ends."""
 
-    def __init__(self, channel: socket.socket, workdir: str, nproc: int, address_space: int):
+    def __init__(
+        self,
+        channel: socket.socket,
+        workdir: str,
+        nproc: int,
+        address_space: int,
+        cleanup_seconds: float,
+    ):
         self.channel, self.workdir = channel, workdir
         self.nproc, self.address_space = nproc, address_space
+        self.cleanup_seconds = cleanup_seconds
         self.tasks: dict[int, int] = {}  # pid: uid
         self.reapers: dict[int, int] = {}
 
@@ -338,7 +347,7 @@ class Zygote:
             try:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                code = reap(self.workdir, uid)
+                code = reap(self.workdir, uid, self.cleanup_seconds)
             finally:
                 os._exit(code)
         self.reapers[reaper] = uid
@@ -584,10 +593,12 @@ class BatchSupervisor:
 
 
 def main(arguments: list[str]) -> None:
-    """``main([workdir, first_uid, uid_count, nproc, address_space, slots])``."""
+    """``main([workdir, first_uid, uid_count, nproc, address_space, slots, cleanup_ms])``."""
     make_undumpable()
     workdir = arguments[0]
-    first_uid, uid_count, nproc, address_space, slots = (int(value) for value in arguments[1:6])
+    first_uid, uid_count, nproc, address_space, slots, cleanup_ms = (
+        int(value) for value in arguments[1:7]
+    )
     os.chmod(workdir, 0o1733)
     for shared in SHARED_FOLDERS:
         try:
@@ -599,7 +610,7 @@ def main(arguments: list[str]) -> None:
     if os.fork() == 0:
         channel.close()
         try:
-            Zygote(zygote_channel, workdir, nproc, address_space).serve()
+            Zygote(zygote_channel, workdir, nproc, address_space, cleanup_ms / 1000).serve()
         finally:
             os._exit(0)
     zygote_channel.close()
