@@ -43,6 +43,10 @@ if typing.TYPE_CHECKING:
         SUPPORTED_LANGUAGES as SUPPORTED_LANGUAGES,
         normalize_language as normalize_language,
     )
+    from ._live import (
+        OutputCallback as OutputCallback,
+        tell_at_end as tell_at_end,
+    )
     from ._protocol import (
         Sandbox as Sandbox,
     )

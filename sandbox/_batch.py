@@ -43,6 +43,7 @@ from ._inside.batch import CLEANUP_SECONDS
 from ._inside.framing import OUTCOME_ALONE, OUTCOME_ELSEWHERE, BatchHead, parse_batch_head
 from ._inside_command import inside_command
 from ._languages import SUPPORTED_LANGUAGES, normalize_language
+from ._live import OutputCallback, tell_at_end
 from ._reaper import reap_orphans
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
 from ._sandbox import DockerSandbox
@@ -370,11 +371,13 @@ class BatchSandbox:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit, enforced inside
         files: Mapping[str, bytes | Path] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecutionResult:
         """Run ``code`` as a task of the batch; if the container fails meanwhile, run it alone.
 
         Batch tasks take no input files (``files`` must be empty): a task's directory
-        is made by the batch supervisor, which receives programs only.
+        is made by the batch supervisor, which receives programs only. The supervisor
+        sends a task's output when it ended: ``on_output`` is told it then.
 
         Which of the programs in flight broke a lost container cannot be
         known, so each of them runs again in a container of its own: the one
@@ -389,12 +392,14 @@ class BatchSandbox:
             )
         for _ in range(_BATCH_ATTEMPTS):
             try:
-                return await self._run_in_batch(code, language, timeout)
+                return await tell_at_end(
+                    on_output, await self._run_in_batch(code, language, timeout)
+                )
             except _RunElsewhere:
                 continue
             except (BatchContainerLost, _RunAlone):
                 break
-        return await self._alone.run(code, language, timeout=timeout)
+        return await self._alone.run(code, language, timeout=timeout, on_output=on_output)
 
     async def _run_in_batch(
         self, code: str, language: str, time_limit: float | None

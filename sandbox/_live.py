@@ -19,6 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from ._result import ExecutionResult
 from ._session_models import OutputEvent
 from ._streams import StreamName
 
@@ -27,6 +28,25 @@ _T = TypeVar("_T")
 
 OutputCallback = Callable[[OutputEvent], Awaitable[None] | None]
 """Called with each :class:`OutputEvent`, in order, on the caller's event loop; may be async."""
+
+
+async def tell_at_end(callback: OutputCallback | None, result: ExecutionResult) -> ExecutionResult:
+    """For a sandbox that sees a program's output only once it ended: hand it over then.
+
+    stdout first, then stderr, each as one :class:`OutputEvent` (none for an empty
+    stream), before the result is returned.
+    """
+    if callback is not None:
+        streams: tuple[tuple[StreamName, str], ...] = (
+            ("stdout", result.stdout),
+            ("stderr", result.stderr),
+        )
+        for stream, text in streams:
+            if text:
+                told = callback(OutputEvent(stream=stream, text=text))
+                if inspect.isawaitable(told):
+                    await told
+    return result
 
 
 class LiveOutput:

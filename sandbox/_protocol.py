@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ._live import OutputCallback
 from ._result import ExecutionResult
 
 
@@ -41,10 +42,14 @@ class Sandbox(Protocol):
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the program's own limit
         files: Mapping[str, bytes | Path] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecutionResult:
         """Run ``code`` once, in isolation, within ``timeout`` seconds (the default if ``None``).
 
-        ``files`` are put into the program's work dir, read-only, before it starts."""
+        ``files`` are put into the program's work dir, read-only, before it starts.
+        ``on_output`` is called with the program's output, in order, before this
+        returns: as it is written where the sandbox sees it live, else when the
+        program ended; either way its pieces add up to the result's text."""
         ...
 
     async def aclose(self) -> None:

@@ -23,6 +23,7 @@ import atexit
 import codecs
 import contextlib
 import functools
+import inspect
 import itertools
 import json
 import secrets
@@ -39,6 +40,7 @@ from ._errors import EmptyCodeError, SandboxError, UnsupportedLanguageError
 from ._files import check_file_name
 from ._inside_command import inside_command
 from ._languages import normalize_language
+from ._live import OutputCallback
 from ._session_frames import FrameError, SessionFrames
 from ._session_models import (
     CellError,
@@ -275,15 +277,18 @@ class Session:
         code: str,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the cell's limit, enforced inside
-        on_output: Callable[[OutputEvent], None] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> CellResult:
-        """Run one cell and return what it did; ``on_output`` sees its output as it comes."""
+        """Run one cell and return what it did; ``on_output`` (sync or async) sees its output
+        as it comes."""
         result: CellResult | None = None
         async for event in self.stream(code, timeout=timeout):
             if isinstance(event, CellResult):
                 result = event
             elif isinstance(event, OutputEvent) and on_output is not None:
-                on_output(event)
+                told = on_output(event)
+                if inspect.isawaitable(told):
+                    await told
         assert result is not None
         return result
 

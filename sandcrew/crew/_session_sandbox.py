@@ -18,6 +18,7 @@ from sandcrew.sandbox import (
     CellResult,
     DockerSandbox,
     ExecutionResult,
+    OutputCallback,
     Session,
     SessionLimits,
     normalize_language,
@@ -57,10 +58,13 @@ class SessionSandbox:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the cell's own limit
         files: Mapping[str, bytes | Path] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecutionResult:
         """A Python block as the session's next cell; another language in a new container."""
         if normalize_language(language) != "python":
-            return await self._sandbox.run(code, language, timeout=timeout, files=files)
+            return await self._sandbox.run(
+                code, language, timeout=timeout, files=files, on_output=on_output
+            )
         config = self._sandbox.config
         limit = config.timeout if timeout is None else timeout
         async with self._turn:
@@ -69,7 +73,7 @@ class SessionSandbox:
                 if name not in self._files_put:
                     await session.put_file(name, data)
                     self._files_put.add(name)
-            cell = await session.run(code, timeout=limit)
+            cell = await session.run(code, timeout=limit, on_output=on_output)
         return execution_result_of(
             cell,
             image=session.image,

@@ -176,11 +176,9 @@ class SandboxToolbox:
         on_output: Callable[[OutputEvent], Awaitable[None]] | None,
     ) -> ExecutionResult:
         async with self._slots:
-            if isinstance(sandbox, DockerSandbox):  # live output is DockerSandbox's
-                return await sandbox.run(
-                    code, language, timeout=timeout, files=files or None, on_output=on_output
-                )
-            return await sandbox.run(code, language, timeout=timeout, files=files or None)
+            return await sandbox.run(
+                code, language, timeout=timeout, files=files or None, on_output=on_output
+            )
 
     def list_languages(self) -> LanguagesResult:
         sandbox = self._sandbox(self._limits.max_memory_bytes, False)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandcrew.sandbox import ExecutionResult
+from sandcrew.sandbox import ExecutionResult, OutputCallback, tell_at_end
 
 SCRIPTED_IMAGE = "scripted"
 """The image an :class:`ExecutionResult` of a :class:`ScriptedSandbox` names."""
@@ -86,6 +86,7 @@ class ScriptedSandbox:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
         files: Mapping[str, bytes | Path] | None = None,
+        on_output: OutputCallback | None = None,
     ) -> ExecutionResult:
         if self.closed:
             raise AssertionError("ScriptedSandbox.run after aclose()")
@@ -99,7 +100,7 @@ class ScriptedSandbox:
         )
         if outcome is None:
             raise AssertionError(f"ScriptedSandbox has no outcome for this program:\n{code}")
-        return ExecutionResult(
+        result = ExecutionResult(
             language=language,
             exit_code=outcome.exit_code,
             stdout=outcome.stdout,
@@ -112,6 +113,7 @@ class ScriptedSandbox:
             timeout=timeout or self.default_timeout,
             memory_limit_bytes=self.memory_limit_bytes,
         )
+        return await tell_at_end(on_output, result)
 
     async def aclose(self) -> None:
         self.closed = True

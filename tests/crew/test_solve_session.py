@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sandcrew.crew import SessionSandbox
-from sandcrew.sandbox import DockerSandbox, SandboxConfig
+from sandcrew.sandbox import DockerSandbox, OutputEvent, SandboxConfig
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.crew.conftest import coder_turn, review_turn, run_cli
 
@@ -86,3 +86,24 @@ async def test_a_block_that_kills_its_interpreter_is_a_failed_run_and_the_chat_g
     assert (after.exit_code, after.stdout) == (0, "2\n")
     assert shell.stdout == "from a container of its own\n"
     assert shell.run_id != after.run_id
+
+
+async def test_output_of_cells_and_of_other_languages_is_told_as_it_comes(
+    docker_client: object,
+) -> None:
+    told: list[tuple[str, str]] = []
+
+    async def on_output(event: OutputEvent) -> None:
+        told.append((event.stream, event.text))
+
+    chat = SessionSandbox(DockerSandbox(SandboxConfig(timeout=20)))
+    try:
+        cell = await chat.run(
+            "import sys\nprint('cell')\nprint('oops', file=sys.stderr)", on_output=on_output
+        )
+        shell = await chat.run("echo shell", "bash", on_output=on_output)
+    finally:
+        await chat.aclose()
+
+    assert (cell.stdout, shell.stdout) == ("cell\n", "shell\n")
+    assert sorted(told) == [("stderr", "oops\n"), ("stdout", "cell\n"), ("stdout", "shell\n")]

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import docker
 import pytest
 
-from sandcrew.sandbox import BatchSandbox, ExecutionResult, SandboxConfig
+from sandcrew.sandbox import BatchSandbox, ExecutionResult, OutputEvent, SandboxConfig
 
 pytestmark = pytest.mark.docker
 
@@ -154,6 +154,17 @@ print("done", done)
 """
     hostile = await _beside_bystanders(batch, attack)
     assert hostile.stdout == "done []\n", hostile
+
+
+async def test_a_task_s_output_is_told_once_it_ended(batch: BatchSandbox) -> None:
+    told: list[OutputEvent] = []
+    program = "import sys\nprint('out')\nprint('err', file=sys.stderr)"
+    result = await batch.run(program, on_output=told.append)
+    assert [(event.stream, event.text) for event in told] == [
+        ("stdout", "out\n"),
+        ("stderr", "err\n"),
+    ]
+    assert (result.stdout, result.stderr) == ("out\n", "err\n")
 
 
 async def test_output_flood_is_cut_and_harms_no_one(batch: BatchSandbox) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings, solve_task
-from sandcrew.sandbox import Sandbox, SandboxConfig
+from sandcrew.sandbox import OutputEvent, Sandbox, SandboxConfig
 from sandcrew.suites import AnswerTask, CanonicalSolver, LocalExecutor, Suite, run_suite
 from sandcrew.testing import (
     FIBONACCI_ANSWER,
@@ -32,6 +32,22 @@ ALL_GOOD = {
 
 def test_it_is_a_sandbox() -> None:
     assert isinstance(ScriptedSandbox({}), Sandbox)
+
+
+async def test_its_scripted_output_is_told_before_the_result() -> None:
+    told: list[OutputEvent] = []
+
+    async def on_output(event: OutputEvent) -> None:
+        told.append(event)
+
+    sandbox = ScriptedSandbox({"hello": ScriptedRun(stdout="hi\n", stderr="warn\n")})
+    result = await sandbox.run("print('hello')", on_output=on_output)
+
+    assert [(event.stream, event.text) for event in told] == [
+        ("stdout", "hi\n"),
+        ("stderr", "warn\n"),
+    ]
+    assert result.stdout == "hi\n"
 
 
 async def test_a_crew_test_on_a_scripted_model_and_a_scripted_sandbox(
