@@ -49,11 +49,27 @@ def block_after(page: Path, marker: str, language: str = "python") -> str:
     return match.group(1)
 
 
+def section_blocks(page: str, heading: str, language: str = "python") -> list[str]:
+    """The ``language`` blocks under the ``## heading`` of docs/``page``, in order."""
+    text = (REPOSITORY / "docs" / page).read_text(encoding="utf-8")
+    section = text[text.index(f"\n## {heading}\n") :]
+    following = section.find("\n## ", 1)
+    section = section if following < 0 else section[:following]
+    return [match.group(2) for match in FENCE.finditer(section) if match.group(1) == language]
+
+
 def run_python(code: str, *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False,
         cwd=cwd,
     )  # fmt: skip
+
+
+def output_of(code: str) -> str:
+    """What ``code`` prints, run as a program of its own; it must succeed."""
+    completed = run_python(code)
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
 
 
 PYTHON_EXAMPLES = blocks("python")
@@ -112,11 +128,7 @@ def test_the_pages_have_examples_to_check() -> None:
 
 def test_two_agent_chat_example_runs() -> None:
     code = block_after(REPOSITORY / "docs" / "models.md", "A two-agent chat against it")
-    completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.splitlines() == [
+    assert output_of(code).splitlines() == [
         "student: What is 2 + 2?",
         "teacher: 2 + 2 is 4.",
         "student: Thanks!",
@@ -205,3 +217,34 @@ def test_the_crew_from_python_example_runs_against_a_server() -> None:
     assert (solved, stop_reason, rounds) == ("True", "StopReason.TERMINATED", "4")
     assert FIBONACCI_ANSWER in " ".join(answer)
     assert int(tokens) > 0
+
+
+@pytest.mark.docker
+def test_live_output_examples_run(docker_client: object) -> None:
+    streamed, called_back = section_blocks("sessions.md", "Live output")
+    assert output_of(streamed) == "step 0\nstep 1\nstep 2\nexit 0\n"
+    assert output_of(called_back) == "hello\n0\n"
+
+
+@pytest.mark.docker
+def test_the_autogen_examples_run(docker_client: object) -> None:
+    (stateless,) = [
+        block
+        for block in section_blocks("mcp-and-frameworks.md", "MCP server")
+        if "SandcrewCodeExecutor" in block
+    ]
+    (stateful,) = section_blocks("mcp-and-frameworks.md", "AutoGen: a stateful executor")
+    assert output_of(stateless) == "42\n"
+    assert output_of(stateful) == "0 42\n"
+
+
+@pytest.mark.docker
+def test_the_ag2_examples_run(docker_client: object) -> None:
+    (stateless,) = [
+        block
+        for block in section_blocks("mcp-and-frameworks.md", "MCP server")
+        if "SandcrewSandboxFactory" in block
+    ]
+    (persistent,) = section_blocks("mcp-and-frameworks.md", "AG2: a persistent sandbox")
+    assert output_of(stateless) == "0 42\n"
+    assert output_of(persistent) == ""

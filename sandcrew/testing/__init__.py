@@ -8,7 +8,13 @@ nothing is patched. :func:`block_real_model_requests` makes accidental real requ
 from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._agents import ScriptedAgent
 from sandcrew.testing._guard import block_real_model_requests, closed_loopback_url
-from sandcrew.testing._personas import FIBONACCI_ANSWER, FIBONACCI_TASK, PERSONAS, Persona
+from sandcrew.testing._personas import (
+    ALL_CHECKS_PASS,
+    FIBONACCI_ANSWER,
+    FIBONACCI_TASK,
+    PERSONAS,
+    Persona,
+)
 from sandcrew.testing._sandbox import RecordedRun, ScriptedRun, ScriptedSandbox
 from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
@@ -16,6 +22,7 @@ from sandcrew.testing._templates import StrictTemplate
 
 __all__ = [
     "AGENT_HEADER",
+    "ALL_CHECKS_PASS",
     "FIBONACCI_ANSWER",
     "FIBONACCI_TASK",
     "PERSONAS",

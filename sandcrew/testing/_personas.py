@@ -51,6 +51,7 @@ ALL_CHECKS_PASS = {
     "is_python_code_block": True,
     "is_print_result_to_console": True,
 }
+"""The arguments of a ``review_code_block`` call that passes every check."""
 COMPLIANT_SELECTIONS = ("From coder", "From reviewer", "From runner", "From admin")
 """The speaker-selection replies of one pass through the crew in admin mode."""
 

@@ -8,10 +8,23 @@ from typing import Any
 import pytest
 
 from sandcrew.agents import ModelEndpoint, OpenAIChatAgent
+from sandcrew.functions import function
 from sandcrew.testing import ScriptedModelServer
 
 AgentFactory = Callable[..., OpenAIChatAgent]
 ENDPOINT_FIELDS = ("retries", "timeout", "chat_form")
+
+
+@function
+def review_code_block(has_multiple_code_blocks: bool, is_print_result_to_console: bool) -> str:
+    """Record the review of a code block.
+
+    Args:
+        has_multiple_code_blocks: the message has more than one code block
+        is_print_result_to_console: the code prints its result
+    """
+    good = not has_multiple_code_blocks and is_print_result_to_console
+    return "The code looks good" if good else "There're some comments"
 
 
 @pytest.fixture

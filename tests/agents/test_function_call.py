@@ -21,19 +21,7 @@ from sandcrew.agents import (
 from sandcrew.errors import ModelBehaviorError, UserError
 from sandcrew.functions import function
 from sandcrew.testing import ScriptedAgent, ScriptedModelServer, Turn
-from tests.agents.conftest import AgentFactory
-
-
-@function
-def review_code_block(has_multiple_code_blocks: bool, is_print_result_to_console: bool) -> str:
-    """Record the review of a code block.
-
-    Args:
-        has_multiple_code_blocks: the message has more than one code block
-        is_print_result_to_console: the code prints its result
-    """
-    good = not has_multiple_code_blocks and is_print_result_to_console
-    return "The code looks good" if good else "There're some comments"
+from tests.agents.conftest import AgentFactory, review_code_block
 
 
 @function

@@ -9,31 +9,32 @@ import pytest
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.sandbox import SandboxConfig
-from sandcrew.testing import ScriptedModelServer, ScriptedSandbox, ScriptedToolCall, Turn
+from sandcrew.testing import (
+    ALL_CHECKS_PASS,
+    FIBONACCI_ANSWER,
+    FIBONACCI_TASK,
+    ScriptedModelServer,
+    ScriptedSandbox,
+    ScriptedToolCall,
+    Turn,
+)
 from tests.crew.fakes import fibonacci_sandbox
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 
-__all__ = ["run_cli"]
-
-FIBONACCI_TASK = "What's the 39th fibonacci number?"
-FIBONACCI_ANSWER = "63245986"
+# Re-exported: the crew tests take the task and its answer from here.
+__all__ = ["FIBONACCI_ANSWER", "FIBONACCI_TASK", "run_cli"]
 
 FIBONACCI_CODE = f"```python\n{FIBONACCI_PROGRAM}```"
-
-ALL_GOOD = {
-    "has_multiple_code_blocks": False,
-    "is_top_level_statement": True,
-    "is_python_code_block": True,
-    "is_print_result_to_console": True,
-}
 
 
 def review_turn(times: int = 1, **checks: bool) -> Turn:
     """The reviewer model calling review_code_block with ``checks`` over all-good defaults."""
     return Turn(
         agent="reviewer",
-        tool_calls=[ScriptedToolCall(name="review_code_block", arguments={**ALL_GOOD, **checks})],
+        tool_calls=[
+            ScriptedToolCall(name="review_code_block", arguments={**ALL_CHECKS_PASS, **checks})
+        ],
         times=times,
     )
 

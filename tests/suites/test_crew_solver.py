@@ -12,15 +12,8 @@ import sandcrew
 from sandcrew.agents import ModelEndpoint, StopReason
 from sandcrew.crew import CrewResult, CrewSettings
 from sandcrew.suites import AnswerTask, CodeTask, CrewSolver, TaskStatus, load_suite, run_suite
-from sandcrew.testing import ScriptedModelServer, ScriptedToolCall, Turn
+from sandcrew.testing import ALL_CHECKS_PASS, ScriptedModelServer, ScriptedToolCall, Turn
 from tests.process import run_cli
-
-ALL_GOOD = {
-    "has_multiple_code_blocks": False,
-    "is_top_level_statement": True,
-    "is_python_code_block": True,
-    "is_print_result_to_console": True,
-}
 
 
 def _conversation_about(text: str) -> Any:
@@ -41,7 +34,7 @@ def crew_turns(task_prompt: str, code: str) -> list[Turn]:
         Turn(
             agent="reviewer",
             when=about_task,
-            tool_calls=[ScriptedToolCall(name="review_code_block", arguments=ALL_GOOD)],
+            tool_calls=[ScriptedToolCall(name="review_code_block", arguments=ALL_CHECKS_PASS)],
         ),
         # The admin ends with the bare signal: the answer is then the run's output.
         Turn(agent="admin", when=about_task, content="[COMPLETE]"),

@@ -9,6 +9,7 @@ from sandcrew.crew import CrewSettings, solve_task
 from sandcrew.sandbox import OutputEvent, Sandbox, SandboxConfig
 from sandcrew.suites import AnswerTask, CanonicalSolver, LocalExecutor, Suite, run_suite
 from sandcrew.testing import (
+    ALL_CHECKS_PASS,
     FIBONACCI_ANSWER,
     FIBONACCI_TASK,
     ScriptedModelServer,
@@ -22,12 +23,6 @@ FIBONACCI_CODE = (
     "```python\ndef fibonacci(n):\n    a, b = 0, 1\n    for _ in range(n):\n"
     "        a, b = b, a + b\n    return a\n\nprint(fibonacci(39))\n```"
 )
-ALL_GOOD = {
-    "has_multiple_code_blocks": False,
-    "is_top_level_statement": True,
-    "is_python_code_block": True,
-    "is_print_result_to_console": True,
-}
 
 
 def test_it_is_a_sandbox() -> None:
@@ -58,7 +53,7 @@ async def test_a_crew_test_on_a_scripted_model_and_a_scripted_sandbox(
         Turn(agent="coder", content=f"Here is the code.\n\n{FIBONACCI_CODE}"),
         Turn(
             agent="reviewer",
-            tool_calls=[ScriptedToolCall(name="review_code_block", arguments=ALL_GOOD)],
+            tool_calls=[ScriptedToolCall(name="review_code_block", arguments=ALL_CHECKS_PASS)],
         ),
         Turn(
             agent="admin",
