@@ -57,9 +57,9 @@ main(sys.argv[1:])
 """
 
 
-# The sibling imports of an in-container module (they are relative, one per line):
-# "from .name import ..." or "from . import name".
-_SIBLING_IMPORT = re.compile(r"^from \.(?:(\w+) import| import (\w+))", re.MULTILINE)
+# The sibling imports of an in-container module (they are relative, one per line, at the
+# top or inside a function): "from .name import ..." or "from . import name".
+_SIBLING_IMPORT = re.compile(r"^[ \t]*from \.(?:(\w+) import| import (\w+))", re.MULTILINE)
 
 
 @cache

@@ -17,7 +17,6 @@ import signal
 import sys
 import time
 
-from .files import ARTIFACT_COLLECTION_SECONDS, OUTPUT_FOLDER, collect_artifacts, unpack_files
 from .framing import (
     ACKNOWLEDGEMENT,
     artifacts_frame,
@@ -27,8 +26,11 @@ from .framing import (
     write_all,
 )
 from .privileges import drop_to, make_undumpable
-from .reaper import end_every_other_process
 from .runners import RUNNERS, LanguageRunner
+
+# .files and .reaper are imported where they are used: the supervisor imports them while
+# the program runs (compiling them costs a cold run a few milliseconds before its program
+# could start otherwise); a program's child imports .files only for what it needs.
 
 SUPERVISOR_FAILED_EXIT = 125
 """The container's status when the supervisor itself could not run the program."""
@@ -110,6 +112,8 @@ class Supervisor:
         self.timed_out = False
 
     def on_watchdog(self, number: int, frame: object) -> None:
+        from .reaper import end_every_other_process
+
         end_every_other_process(2.0)
         os._exit(_WATCHDOG_EXIT)
 
@@ -148,7 +152,10 @@ class Supervisor:
         os.seteuid(self.uid)
         os.chmod(self.workdir, 0o770)
         os.seteuid(0)
-        unpack_files(files, self.workdir)
+        if files:
+            from .files import unpack_files
+
+            unpack_files(files, self.workdir)
         self.become_the_run_uid()
         make_undumpable()  # until the exec: this copy of the supervisor holds the nonce
         path = os.path.join(self.workdir, runner.filename)
@@ -162,6 +169,8 @@ class Supervisor:
             write_all(handle, text.encode())
             os.close(handle)
         if with_output:
+            from .files import OUTPUT_FOLDER
+
             os.mkdir(os.path.join(self.workdir, OUTPUT_FOLDER), 0o700)
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
@@ -196,6 +205,10 @@ class Supervisor:
             os.kill(child, signal.SIGKILL)
         del program, files, everything
         os.close(0)
+        # What the run's end needs, compiled while the program starts rather than before it.
+        from .files import collect_artifacts  # noqa: F401
+        from .reaper import end_every_other_process
+
         while True:
             ended, status = os.waitpid(child, 0)
             if ended == child:
@@ -225,6 +238,8 @@ class Supervisor:
         os._exit(code)
 
     def send_artifacts(self, mark: bytes, header: Header) -> None:
+        from .files import ARTIFACT_COLLECTION_SECONDS, collect_artifacts
+
         collector = os.fork()
         if collector == 0:
             try:
@@ -239,6 +254,8 @@ class Supervisor:
                 say(2, ("sandcrew: cannot collect the output files: " + str(error) + "\n").encode())
             os._exit(0)
         os.waitpid(collector, 0)
+        from .reaper import end_every_other_process
+
         end_every_other_process(_LEFTOVERS_SECONDS)
 
 
