@@ -38,11 +38,15 @@ SANDCREW_COLD = "sandcrew cold"
 SANDCREW_POOLED_SPACED = "sandcrew pooled, runs 0.5 s apart"
 POOL_SIZE = 4
 
+# llm-sandbox runs its venv's python and, for its interactive session, "pip install
+# ipython" first: the image has IPython (and no pip), so that pip only checks it is there.
 _ALIAS_DOCKERFILE = f"""FROM {IMAGE}
 USER root
 RUN ln -s /usr/bin/python3 /usr/local/bin/python \\
  && mkdir -p /sandbox/.sandbox-venv/bin \\
- && ln -s /usr/bin/python3 /sandbox/.sandbox-venv/bin/python
+ && ln -s /usr/bin/python3 /sandbox/.sandbox-venv/bin/python \\
+ && printf '#!/bin/sh\\nexec python3 -c "import IPython"\\n' > /sandbox/.sandbox-venv/bin/pip \\
+ && chmod 755 /sandbox/.sandbox-venv/bin/pip
 USER 10001:10001
 LABEL {LABEL}=1
 """

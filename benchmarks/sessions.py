@@ -8,11 +8,15 @@
 - **Concurrent**: ``--sessions`` sessions started at once, each running two cells
   (``x = i``, then ``print(x * 3)``); every cell's output is checked.
 - **Idle memory**: what the engine counts for an idle session's container.
+- **Peer**: llm-sandbox's ``InteractiveSandboxSession`` (an IPython runner in its
+  container; each cell a command file copied in, then polled for with ``exec``), on the
+  same image: its ready time and its ``print(1)`` round trip (needs the benchmark
+  environment, ``.bench-venv``; left out when llm-sandbox is not installed).
 
 Nothing is asserted. Run from the repository root::
 
-    .venv/bin/python benchmarks/sessions.py
-    .venv/bin/python benchmarks/sessions.py --runs 10 --sessions 5
+    .bench-venv/bin/python benchmarks/sessions.py
+    .bench-venv/bin/python benchmarks/sessions.py --runs 10 --sessions 5
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from _bench import BlockingRun, make_console
-from _contenders import exec_into_running, machine_facts
+from _contenders import _docker_client, ensure_alias_image, exec_into_running, machine_facts
 
 from sandcrew.sandbox import DockerSandbox, SessionLimits, SessionPool
 
@@ -80,6 +84,50 @@ async def exec_floor(runs: int) -> tuple[float, float]:
     return python_ms, true_ms
 
 
+def llm_sandbox_interactive(runs: int, starts: int) -> tuple[float, float] | None:
+    """Median ms of llm-sandbox's interactive session getting ready, and of its cell;
+    ``None`` without llm-sandbox."""
+    try:
+        from llm_sandbox.interactive import InteractiveSandboxSession
+    except ImportError:
+        return None
+    client = _docker_client()
+    image = ensure_alias_image(client)
+
+    def opened() -> InteractiveSandboxSession:
+        session = InteractiveSandboxSession(image=image, client=client, skip_environment_setup=True)
+        session.open()
+        return session
+
+    def cell(session: InteractiveSandboxSession, code: str) -> str:
+        return str(session.run(code).stdout)
+
+    try:
+        readies = []
+        for _ in range(starts):
+            started = time.perf_counter()
+            ready = opened()
+            readies.append(time.perf_counter() - started)
+            ready.close()  # not timed: its close waits in ``docker stop``
+        session = opened()
+        try:
+            cell(session, "x = 41")
+            if cell(session, "print(x + 1)") != "42\n":
+                raise RuntimeError("llm-sandbox's session kept no state")
+            times = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                output = cell(session, "print(1)")
+                times.append(time.perf_counter() - started)
+                if output != "1\n":
+                    raise RuntimeError(f"llm-sandbox's cell printed {output!r}")
+        finally:
+            session.close()
+        return statistics.median(readies) * 1000, statistics.median(times) * 1000
+    finally:
+        client.close()
+
+
 async def main(argv: list[str]) -> None:
     arguments = parse_arguments(argv)
     console = make_console()
@@ -88,6 +136,11 @@ async def main(argv: list[str]) -> None:
     async with DockerSandbox() as sandbox:
         with console.status("docker exec floor"):
             exec_python_ms, exec_true_ms = await exec_floor(arguments.runs)
+
+        with console.status("llm-sandbox's interactive session"):
+            peer = await asyncio.to_thread(
+                llm_sandbox_interactive, arguments.runs, arguments.starts
+            )
 
         with console.status("cell round trip"):
             async with sandbox.session(limits=limits) as session:
@@ -162,6 +215,14 @@ async def main(argv: list[str]) -> None:
         f"docker exec true into a running container: {exec_true_ms:.1f} ms "
         f"(ratio {cell_ms / exec_true_ms:.2f}x)"
     )
+    if peer is None:
+        console.print("llm-sandbox's interactive session: not measured (llm-sandbox not installed)")
+    else:
+        peer_ready_ms, peer_cell_ms = peer
+        console.print(
+            f"llm-sandbox InteractiveSandboxSession, same image: cell {peer_cell_ms:.1f} ms "
+            f"(sandcrew's cell {cell_ms / peer_cell_ms:.3f}x of it), ready {peer_ready_ms:.0f} ms"
+        )
     console.print(f"session ready, cold, median of {arguments.starts}: {ready_ms:.0f} ms")
     console.print(
         f"session ready from a warm pool, median of {arguments.starts}: {pooled_ms:.1f} ms "

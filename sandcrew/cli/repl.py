@@ -67,7 +67,10 @@ def repl(
     file: Annotated[
         list[Path] | None,
         typer.Option(
-            "--file", "-f", help="File (or folder) put into the work dir first; repeatable."
+            "--file",
+            "-f",
+            help="File (or folder) put into the work dir first; repeatable.",
+            metavar="PATH",
         ),
     ] = None,
     images: Annotated[

@@ -62,6 +62,7 @@ def run(
             "--file",
             "-f",
             help="Input file (or folder) put into the program's work dir; repeatable.",
+            metavar="PATH",
         ),
     ] = None,
     out: Annotated[

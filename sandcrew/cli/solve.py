@@ -69,7 +69,12 @@ def solve(
     ] = None,
     file: Annotated[
         list[Path] | None,
-        typer.Option("--file", "-f", help="Input file (or folder) every run receives; repeatable."),
+        typer.Option(
+            "--file",
+            "-f",
+            help="Input file (or folder) every run receives; repeatable.",
+            metavar="PATH",
+        ),
     ] = None,
     out: Annotated[
         Path | None,

@@ -94,7 +94,10 @@ def run(
     filters: Annotated[
         list[str] | None,
         typer.Option(
-            "--filter", "-k", help="Keep tasks whose id or tag contains this (or matches a glob)."
+            "--filter",
+            "-k",
+            help="Keep tasks whose id or tag contains this (or matches a glob); repeatable.",
+            metavar="PATTERN",
         ),
     ] = None,
     run_timeout: options.RunTimeoutOrTimeout = None,

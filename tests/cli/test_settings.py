@@ -162,7 +162,7 @@ def test_doctor_reports_where_each_setting_came_from(config_file: Path) -> None:
 HELP_COMMANDS = [
     ["solve"], ["run"], ["suite", "run"], ["suite", "evaluate"], ["suite", "report"],
     ["suite", "list"], ["images", "build"], ["images", "list"], ["doctor"], ["mcp"],
-    ["transcript"], ["sandbox", "gc"],
+    ["transcript"], ["sandbox", "gc"], ["repl"],
 ]  # fmt: skip
 USAGES = {
     "run": "sandcrew run [OPTIONS] {FILE}",
@@ -176,6 +176,7 @@ USAGES = {
 CHOICES = {
     ("solve", "--mode"): "<workflow|admin|workflow+admin>",
     ("run", "--language"): "<python|bash|javascript>",
+    ("repl", "--language"): "<python|bash|javascript>",
     ("suite run", "--solver"): "<canonical|completions|crew>",
     ("suite run", "--executor"): "<local|ray>",
 }
@@ -189,6 +190,9 @@ def test_help_lists_choices_and_shows_flags_without_a_type(command: list[str]) -
     assert "--" in completed.stdout
     for word in ("<bool>", "<boolean>", "BOOLEAN"):
         assert word not in completed.stdout
+    # A repeatable option takes one value each time: it is named for that value.
+    options = [line for line in completed.stdout.splitlines() if line.lstrip().startswith("-")]
+    assert not [line for line in options if "<list[" in line]
     # Arguments are named for what they take (FILE, TASK, SUITE), not for the parameter.
     usage = completed.stdout.split("Usage: ", 1)[1].splitlines()[0]
     assert usage == USAGES.get(" ".join(command), usage), usage
