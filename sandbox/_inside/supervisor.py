@@ -205,7 +205,10 @@ class Supervisor:
             os.kill(child, signal.SIGKILL)
         del program, files, everything
         os.close(0)
-        # What the run's end needs, compiled while the program starts rather than before it.
+        # What the run's end needs, compiled and imported while the program starts rather
+        # than before it or after it: the reaper, the artifact collector and its JSON.
+        import json  # noqa: F401
+
         from .files import collect_artifacts  # noqa: F401
         from .reaper import end_every_other_process
 
