@@ -69,6 +69,15 @@ class RayCluster:
                     running.append(pid)
         return running
 
+    def kill_node(self, node: RayNode) -> set[int]:
+        """SIGKILL every process of ``node`` at once (as a machine that goes away); their pids."""
+        sessions = {node.session}
+        killed = {pid for pid in self.pids() if os.getsid(pid) in sessions}
+        for pid in killed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return killed
+
     def stop(self) -> None:
         """End the nodes' processes: `ray start --block` stops its own, the rest are killed."""
         for node in reversed(self.nodes):
@@ -119,7 +128,9 @@ def _worker_ports(count: int = 24) -> tuple[int, int]:
     raise RuntimeError("no run of free ports for Ray workers")
 
 
-def _start_node(options: list[str], name: str) -> RayNode:
+def _start_node(
+    options: list[str], name: str, environment: dict[str, str] | None = None
+) -> RayNode:
     temp_dir = Path(tempfile.mkdtemp(prefix=f"rc{name}", dir="/tmp"))
     log = temp_dir / "start.log"
     low, high = _worker_ports()
@@ -145,7 +156,7 @@ def _start_node(options: list[str], name: str) -> RayNode:
             command,
             stdout=output,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **CLUSTER_ENV},
+            env={**os.environ, **CLUSTER_ENV, **(environment or {})},
             start_new_session=True,
         )
     return RayNode(process, temp_dir, log)
@@ -181,8 +192,11 @@ def _wait_for_nodes(cluster: RayCluster, count: int) -> None:
 
 
 @contextlib.contextmanager
-def two_node_cluster() -> Iterator[RayCluster]:
-    """A head node and a second node joined to it, one CPU each; stopped at exit."""
+def two_node_cluster(second_node_env: dict[str, str] | None = None) -> Iterator[RayCluster]:
+    """A head node and a second node joined to it, one CPU each; stopped at exit.
+
+    ``second_node_env``: variables the second node's processes (its workers) run with.
+    """
     port = _free_port()
     cluster = RayCluster(address=f"127.0.0.1:{port}")
     try:
@@ -197,7 +211,7 @@ def two_node_cluster() -> Iterator[RayCluster]:
             )
         )  # fmt: skip
         _wait_for_nodes(cluster, 1)
-        cluster.nodes.append(_start_node(["--address", cluster.address], "b"))
+        cluster.nodes.append(_start_node(["--address", cluster.address], "b", second_node_env))
         _wait_for_nodes(cluster, 2)
         yield cluster
     finally:

@@ -2,7 +2,8 @@
 
 Suites and pass@k through the CLI give the local run's verdicts; a worker killed mid-run
 costs nothing but a re-run; a driver stopped mid-run leaves no container on the engine;
-a node that cannot run the sandbox is named in a clear error.
+a whole node lost mid-run costs re-runs on the other node, not verdicts; a node that
+cannot run the sandbox (no image, no Docker) is named in a clear error.
 """
 
 from __future__ import annotations
@@ -239,8 +240,9 @@ def test_a_worker_killed_mid_run_costs_a_rerun_not_a_verdict(
     assert containers_of(engine, cluster.pids() | set(killed)) == []
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_driver_stopped_mid_run_leaves_no_container(
-    cluster: RayCluster, engine: docker.DockerClient, tmp_path: Path
+    cluster: RayCluster, engine: docker.DockerClient, tmp_path: Path, stop: signal.Signals
 ) -> None:
     samples = [
         {"task_id": task_id, "completion": "    while True:\n        pass\n"}
@@ -264,7 +266,7 @@ def test_a_driver_stopped_mid_run_leaves_no_container(
             assert driver.poll() is None, driver.stdout.read() if driver.stdout else ""
             time.sleep(0.2)
         assert containers_of(engine, cluster.pids()), "no container started on the cluster"
-        driver.send_signal(signal.SIGTERM)
+        driver.send_signal(stop)
         output, _ = driver.communicate(timeout=90)
     finally:
         if driver.poll() is None:
@@ -301,3 +303,98 @@ def test_a_node_without_the_image_is_named_in_a_clear_error(
     assert "node id " in str(raised.value)
     assert absent in str(raised.value)
     assert containers_of(engine, cluster.pids()) == []
+
+
+SLOW_SUITE = """
+name: slow
+tasks:
+""" + "".join(
+    f"""  - id: slow-{number}
+    kind: answer
+    prompt: p
+    expected: {{number: {number if number % 3 else number + 1}}}
+    solution: |
+      import time
+      time.sleep(1)
+      print({number})
+"""
+    for number in range(8)
+)
+"""Eight answers that take a second each; every third one is wrong."""
+
+
+def test_a_node_lost_mid_run_costs_reruns_on_the_other_node_not_verdicts(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    suite_file = tmp_path / "slow.yaml"
+    suite_file.write_text(SLOW_SUITE, encoding="utf-8")
+    report_file = tmp_path / "report.json"
+    with two_node_cluster() as cluster:
+        second = cluster.nodes[1]
+        driver = subprocess.Popen(
+            [
+                sys.executable, "-m", "sandcrew", "suite", "run", str(suite_file),
+                "--solver", "canonical", "--timeout", "10", "--allow-failures",
+                "--executor", "ray", "--address", cluster.address, "--isolation", "batch",
+                "--chunk-size", "2", "--report", str(report_file),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **CLUSTER_ENV, "COLUMNS": "200"},
+        )  # fmt: skip
+        killed: set[int] = set()
+        try:
+            # The moment the second node runs a chunk's container, the node goes away whole.
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not killed:
+                assert driver.poll() is None, driver.stdout.read() if driver.stdout else ""
+                node_pids = {pid for pid in cluster.pids() if os.getsid(pid) == second.session}
+                if containers_of(engine, node_pids):
+                    killed = cluster.kill_node(second)
+                time.sleep(0.1)
+            assert killed, "the second node never ran a chunk"
+            output, _ = driver.communicate(timeout=240)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+        assert driver.returncode == 0, output.decode(errors="replace")
+
+    report = read_json_report(report_file)
+    assert sorted(r.task_id for r in report.results) == [f"slow-{n}" for n in range(8)]  # once each
+    assert {r.task_id: r.status for r in report.results} == {
+        f"slow-{n}": TaskStatus.FAIL if n % 3 == 0 else TaskStatus.PASS for n in range(8)
+    }
+    rerun = [r for r in report.results if r.retries]
+    assert rerun, "the lost node's unfinished tasks were not re-run"
+    assert all("was lost" in r.retries[0] for r in rerun)
+    # The lost node's batch containers end with their supervisor's connection; gc removes
+    # whatever a killed owner left.
+    run_cli("sandbox", "gc", timeout=120)
+    assert containers_of(engine, killed) == []
+
+
+def test_a_node_without_docker_is_named_in_a_clear_error(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    closed = f"unix://{tmp_path}/no-docker-here.sock"
+    suite_file = tmp_path / "slow.yaml"
+    suite_file.write_text(SLOW_SUITE, encoding="utf-8")
+    with two_node_cluster(second_node_env={"DOCKER_HOST": closed}) as cluster:
+        started = time.monotonic()
+        done = run_cli(
+            "suite", "run", str(suite_file), "--solver", "canonical", "--timeout", "10",
+            "--executor", "ray", "--address", cluster.address, "--isolation", "batch",
+            "--chunk-size", "1", env={**CLUSTER_ENV, "COLUMNS": "200"}, timeout=240,
+        )  # fmt: skip
+        took = time.monotonic() - started
+        leftovers = containers_of(engine, cluster.pids())
+
+    said = done.stdout + done.stderr
+    assert done.returncode == 3, said  # the exit code of an infrastructure failure
+    assert "on Ray node " in said, said
+    assert "node id " in said, said
+    assert closed in said, said
+    assert "Traceback" not in said
+    assert took < 120, f"{took:.0f} s: it should fail, not wait"
+    assert leftovers == []
