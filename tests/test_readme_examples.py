@@ -49,13 +49,20 @@ def block_after(page: Path, marker: str, language: str = "python") -> str:
     return match.group(1)
 
 
-def section_blocks(page: str, heading: str, language: str = "python") -> list[str]:
-    """The ``language`` blocks under the ``## heading`` of docs/``page``, in order."""
+def section_blocks(
+    page: str, heading: str, language: str = "python", *, naming: str = ""
+) -> list[str]:
+    """The ``language`` blocks under the ``## heading`` of docs/``page`` that contain
+    ``naming``, in order."""
     text = (REPOSITORY / "docs" / page).read_text(encoding="utf-8")
     section = text[text.index(f"\n## {heading}\n") :]
     following = section.find("\n## ", 1)
     section = section if following < 0 else section[:following]
-    return [match.group(2) for match in FENCE.finditer(section) if match.group(1) == language]
+    return [
+        match.group(2)
+        for match in FENCE.finditer(section)
+        if match.group(1) == language and naming in match.group(2)
+    ]
 
 
 def run_python(code: str, *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -228,11 +235,9 @@ def test_live_output_examples_run(docker_client: object) -> None:
 
 @pytest.mark.docker
 def test_the_autogen_examples_run(docker_client: object) -> None:
-    (stateless,) = [
-        block
-        for block in section_blocks("mcp-and-frameworks.md", "MCP server")
-        if "SandcrewCodeExecutor" in block
-    ]
+    (stateless,) = section_blocks(
+        "mcp-and-frameworks.md", "MCP server", naming="SandcrewCodeExecutor"
+    )
     (stateful,) = section_blocks("mcp-and-frameworks.md", "AutoGen: a stateful executor")
     assert output_of(stateless) == "42\n"
     assert output_of(stateful) == "0 42\n"
@@ -240,11 +245,9 @@ def test_the_autogen_examples_run(docker_client: object) -> None:
 
 @pytest.mark.docker
 def test_the_ag2_examples_run(docker_client: object) -> None:
-    (stateless,) = [
-        block
-        for block in section_blocks("mcp-and-frameworks.md", "MCP server")
-        if "SandcrewSandboxFactory" in block
-    ]
+    (stateless,) = section_blocks(
+        "mcp-and-frameworks.md", "MCP server", naming="SandcrewSandboxFactory"
+    )
     (persistent,) = section_blocks("mcp-and-frameworks.md", "AG2: a persistent sandbox")
     assert output_of(stateless) == "0 42\n"
     assert output_of(persistent) == ""

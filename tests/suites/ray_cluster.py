@@ -69,10 +69,18 @@ class RayCluster:
                     running.append(pid)
         return running
 
+    def pids_of(self, node: RayNode) -> set[int]:
+        """Every live process of ``node``."""
+        found = set()
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                if os.getsid(pid) == node.session:
+                    found.add(pid)
+        return found
+
     def kill_node(self, node: RayNode) -> set[int]:
         """SIGKILL every process of ``node`` at once (as a machine that goes away); their pids."""
-        sessions = {node.session}
-        killed = {pid for pid in self.pids() if os.getsid(pid) in sessions}
+        killed = self.pids_of(node)
         for pid in killed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

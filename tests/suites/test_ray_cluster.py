@@ -348,8 +348,7 @@ def test_a_node_lost_mid_run_costs_reruns_on_the_other_node_not_verdicts(
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not killed:
                 assert driver.poll() is None, driver.stdout.read() if driver.stdout else ""
-                node_pids = {pid for pid in cluster.pids() if os.getsid(pid) == second.session}
-                if containers_of(engine, node_pids):
+                if containers_of(engine, cluster.pids_of(second)):
                     killed = cluster.kill_node(second)
                 time.sleep(0.1)
             assert killed, "the second node never ran a chunk"
