@@ -10,6 +10,8 @@ counted. The two figures that must be 0: wrong verdicts and containers left.
 
     .venv/bin/python benchmarks/soak.py --items 300          # a few minutes
     .venv/bin/python benchmarks/soak.py                      # 10,000 items: hours
+    .venv/bin/python benchmarks/soak.py --no-confirm-timeouts --batch-share 0.7 --batch-size 12
+                                    # 10,000 items, most in batches, timeouts not re-run alone
 
 Not part of the test suite: it takes long, and a shared engine is busy meanwhile.
 """
@@ -310,7 +312,9 @@ def one_run(name: str, kill: tuple[float, signal.Signals] | None, tally: Tally) 
                 tally.wrong_verdict(name, f"exit {process.returncode}, stdout {stdout[:80]!r}")
 
 
-def one_batch(names: list[str], kill: tuple[float, signal.Signals] | None, tally: Tally) -> None:
+def one_batch(
+    names: list[str], kill: tuple[float, signal.Signals] | None, tally: Tally, *, confirm: bool
+) -> None:
     with tempfile.TemporaryDirectory(prefix="sandcrew-soak-") as scratch:
         folder = Path(scratch)
         (folder / "problems.jsonl").write_text(json.dumps(PROBLEM) + "\n")
@@ -322,6 +326,7 @@ def one_batch(names: list[str], kill: tuple[float, signal.Signals] | None, tally
         process = _sandcrew(
             *("suite", "evaluate", "samples.jsonl", "--problems", "problems.jsonl"),
             *("--isolation", "batch", "--k", "1", "--timeout", "5", "-j", "2"),
+            *(() if confirm else ("--no-confirm-timeouts",)),
             cwd=folder,
         )
         finished = _finish(process, kill, tally)
@@ -360,6 +365,11 @@ def main() -> int:
     parser.add_argument("--batch-share", type=float, default=0.5, help="Share of batch tasks.")
     parser.add_argument("--kill-share", type=float, default=0.2, help="Processes signalled.")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--no-confirm-timeouts",
+        action="store_true",
+        help="Batch timeouts count at once (each confirmation costs a run alone).",
+    )
     options = parser.parse_args()
     seed = options.seed if options.seed is not None else random.randrange(1 << 30)
     chooser = random.Random(seed)
@@ -373,7 +383,11 @@ def main() -> int:
         if chooser.random() < options.batch_share:
             size = min(options.batch_size, options.items - planned)
             names = [chooser.choice(sorted(BATCH_CLASSES)) for _ in range(size)]
-            jobs.append(lambda names=names, kill=kill: one_batch(names, kill, tally))
+            jobs.append(
+                lambda names=names, kill=kill: one_batch(
+                    names, kill, tally, confirm=not options.no_confirm_timeouts
+                )
+            )
             planned += size
         else:
             name = chooser.choice(sorted(RUN_CLASSES))
