@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
 from tests.sandbox.helpers import our_containers, shared_client
+from tests.suites.ray_cluster import CLUSTER_ENV
 
 WriteFile = Callable[[str, str], Path]
 """The ``write_file`` fixture: (name, dedented text) → the written path."""
@@ -35,3 +37,18 @@ def write_file(tmp_path: Path) -> WriteFile:
         return path
 
     return write
+
+
+@pytest.fixture
+def cluster_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drivers a test starts reach its private Ray clusters: no token authentication."""
+    for name, value in CLUSTER_ENV.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def engine() -> Iterator[docker.DockerClient]:
+    """A client of the Docker engine, closed after the test."""
+    client = docker.from_env()
+    yield client
+    client.close()

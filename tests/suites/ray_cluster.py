@@ -183,14 +183,17 @@ def _wait_for_nodes(cluster: RayCluster, count: int) -> None:
         for node in cluster.nodes:
             if node.process.poll() is not None:
                 raise RuntimeError(f"a Ray node ended: {node.log.read_text(errors='replace')}")
-        answer = subprocess.run(
-            [sys.executable, "-c", probe],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **CLUSTER_ENV},
-            timeout=60,
-            check=False,
-        )
+        try:
+            answer = subprocess.run(
+                [sys.executable, "-c", probe],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **CLUSTER_ENV},
+                timeout=max(5.0, min(30.0, deadline - time.monotonic())),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:  # a head still starting can hold a driver up: again
+            continue
         if answer.returncode == 0 and answer.stdout.strip().isdigit():
             alive = int(answer.stdout.strip())
             if alive >= count:
