@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+import pytest
 
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
 
@@ -29,6 +30,13 @@ RAY = str(Path(sys.executable).with_name("ray"))
 START_SECONDS = 90.0
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
 CLUSTER_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+CLUSTER_TEST_MARKS = [
+    pytest.mark.docker,
+    pytest.mark.ray,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("cluster_environment"),
+]
+"""The marks of a module of tests on these clusters (a longer proof; drivers need CLUSTER_ENV)."""
 
 
 @dataclass

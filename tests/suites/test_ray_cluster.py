@@ -41,17 +41,13 @@ from sandcrew.suites import (
 from tests.process import run_cli
 from tests.suites.ray_cluster import (
     CLUSTER_ENV,
+    CLUSTER_TEST_MARKS,
     RayCluster,
     containers_of,
     two_node_cluster,
 )
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.ray,
-    pytest.mark.slow,
-    pytest.mark.usefixtures("cluster_environment"),
-]
+pytestmark = CLUSTER_TEST_MARKS
 
 SAMPLE_TASKS = ("HumanEval/0", "HumanEval/2", "HumanEval/4")
 

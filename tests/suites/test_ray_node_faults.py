@@ -12,22 +12,17 @@ import time
 from pathlib import Path
 
 import docker
-import pytest
 
 from sandcrew.suites import TaskStatus, read_json_report
 from tests.process import run_cli
 from tests.suites.ray_cluster import (
     CLUSTER_ENV,
+    CLUSTER_TEST_MARKS,
     containers_of,
     two_node_cluster,
 )
 
-pytestmark = [
-    pytest.mark.docker,
-    pytest.mark.ray,
-    pytest.mark.slow,
-    pytest.mark.usefixtures("cluster_environment"),
-]
+pytestmark = CLUSTER_TEST_MARKS
 
 
 SLOW_SUITE = """
