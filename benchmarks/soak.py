@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import json
 import os
 import random
@@ -42,6 +43,8 @@ from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
 HUNG_AFTER = 300.0
 """Seconds after which a sandcrew process that has not ended counts as hung (and is killed)."""
 KILL_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
+EXAMPLES_PER_CLASS = 3
+"""Wrong verdicts printed per class (every class with one is shown)."""
 
 # --- single runs: (program, extra arguments, judge of (exit code, stdout, folder)) ---------
 
@@ -233,13 +236,15 @@ class Tally:
     unchecked: collections.Counter[str] = field(default_factory=collections.Counter)
     hung: int = 0
     pids: set[int] = field(default_factory=set)
-    examples: list[str] = field(default_factory=list)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    """Per class with a wrong verdict, the first few of them."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def wrong_verdict(self, name: str, detail: str) -> None:
         self.wrong[name] += 1
-        if len(self.examples) < 10:
-            self.examples.append(f"{name}: {detail}")
+        shown = self.examples.setdefault(name, [])
+        if len(shown) < EXAMPLES_PER_CLASS:
+            shown.append(detail)
 
 
 def _sandcrew(*args: str, cwd: Path) -> subprocess.Popen[str]:
@@ -313,7 +318,12 @@ def one_run(name: str, kill: tuple[float, signal.Signals] | None, tally: Tally) 
 
 
 def one_batch(
-    names: list[str], kill: tuple[float, signal.Signals] | None, tally: Tally, *, confirm: bool
+    names: list[str],
+    kill: tuple[float, signal.Signals] | None,
+    tally: Tally,
+    *,
+    confirm: bool,
+    timeout: float,
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="sandcrew-soak-") as scratch:
         folder = Path(scratch)
@@ -325,7 +335,7 @@ def one_batch(
         (folder / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in samples))
         process = _sandcrew(
             *("suite", "evaluate", "samples.jsonl", "--problems", "problems.jsonl"),
-            *("--isolation", "batch", "--k", "1", "--timeout", "5", "-j", "2"),
+            *("--isolation", "batch", "--k", "1", "--timeout", str(timeout), "-j", "2"),
             *(() if confirm else ("--no-confirm-timeouts",)),
             cwd=folder,
         )
@@ -366,6 +376,9 @@ def main() -> int:
     parser.add_argument("--kill-share", type=float, default=0.2, help="Processes signalled.")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
+        "--batch-timeout", type=float, default=5.0, help="Seconds per batch sample."
+    )
+    parser.add_argument(
         "--no-confirm-timeouts",
         action="store_true",
         help="Batch timeouts count at once (each confirmation costs a run alone).",
@@ -384,14 +397,19 @@ def main() -> int:
             size = min(options.batch_size, options.items - planned)
             names = [chooser.choice(sorted(BATCH_CLASSES)) for _ in range(size)]
             jobs.append(
-                lambda names=names, kill=kill: one_batch(
-                    names, kill, tally, confirm=not options.no_confirm_timeouts
+                functools.partial(
+                    one_batch,
+                    names,
+                    kill,
+                    tally,
+                    confirm=not options.no_confirm_timeouts,
+                    timeout=options.batch_timeout,
                 )
             )
             planned += size
         else:
             name = chooser.choice(sorted(RUN_CLASSES))
-            jobs.append(lambda name=name, kill=kill: one_run(name, kill, tally))
+            jobs.append(functools.partial(one_run, name, kill, tally))
             planned += 1
     print(f"soak: {planned} items in {len(jobs)} sandcrew processes, seed {seed}", flush=True)
     started = time.monotonic()
@@ -428,8 +446,9 @@ def _report(tally: Tally, elapsed: float, before_gc: int, left: int, gc_exit: in
     print(f"wrong verdicts: {sum(tally.wrong.values())} (expected 0); hung processes: {tally.hung}")
     print(f"containers left before gc: {before_gc}; `sandcrew sandbox gc` exit {gc_exit}")
     print(f"containers left after gc: {left} (expected 0)")
-    for example in tally.examples:
-        print(f"  wrong: {example}")
+    for name, shown in sorted(tally.examples.items()):
+        for detail in shown:
+            print(f"  wrong: {name}: {detail}")
 
 
 if __name__ == "__main__":
