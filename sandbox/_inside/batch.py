@@ -20,9 +20,11 @@ a reaper (forked by the zygote, which never held a nonce, a program or the
 supervisor's stdout) first kills every process of the task's uid (as that
 uid, ``kill(-1)`` until none runs), then, as root, lists what the uid left
 in the workdir, drops to the uid for good and removes the task's SysV IPC
-objects and those entries, without recursion and within a time bound. The
-supervisor's loop never waits for it; the task's slot is free once it is done,
-and no task starts while a reaper works.
+objects and those entries, without recursion and within a time bound, and
+waits until PID 1 has reaped the task's killed processes (a zombie holds its
+place under the container's process limit). The supervisor's loop never waits
+for it; the task's slot is free once it is done, and no task starts while a
+reaper works.
 When the cleanup fails, the container retires: queued and later tasks come
 back as ``elsewhere``.
 
@@ -55,7 +57,13 @@ from .framing import (
     write_all,
 )
 from .privileges import drop_to, make_undumpable
-from .reaper import end_own_processes, owned_entries, remove_entry, remove_own_ipc_objects
+from .reaper import (
+    end_own_processes,
+    owned_entries,
+    remove_entry,
+    remove_own_ipc_objects,
+    wait_until_reaped,
+)
 from .runners import RUNNERS
 
 SHARED_FOLDERS = ("/tmp", "/dev/shm", "/dev/mqueue")
@@ -251,6 +259,9 @@ def reap(workdir: str, uid: int, cleanup_seconds: float = CLEANUP_SECONDS) -> in
             remove_entry(workdir, name, deadline)
         except (OSError, TimeoutError):
             clean = False
+    # Killed processes hold their pids until PID 1 reaps them (late when a neighbour
+    # takes the CPU): the next task starts with the whole process limit given back.
+    clean = wait_until_reaped(uid, max(deadline, give_up)) and clean
     return 0 if clean else 1
 
 

@@ -6,8 +6,10 @@
   every process of that uid (``kill(-1)`` as that uid reaches exactly them).
 - :func:`remove_own_ipc_objects`: the task's SysV shared memory, message queues
   and semaphores, which outlive their processes.
-- :func:`remove_entries`: the task's files, deleted without recursion (a tree
+- :func:`remove_entry`: the task's files, deleted without recursion (a tree
   of any depth) and within a time bound.
+- :func:`wait_until_reaped`: the task's killed processes given back to the
+  container's process limit (PID 1 reaps them).
 
 Everything here runs in the container, the batch parts as the task's uid after
 every process of it is gone, so nothing moves under them.
@@ -41,8 +43,12 @@ def end_every_other_process(within: float) -> None:
         time.sleep(0.002)
 
 
-def running(uid: int) -> bool:
-    """Whether a process of ``uid`` other than this one runs (zombies do not count)."""
+def has_processes(uid: int, *, counting_zombies: bool = False) -> bool:
+    """Whether a process of ``uid`` other than this one exists (zombies only when counted).
+
+    A zombie no longer runs, but it holds its pid (and its place under the
+    container's process limit) until its parent reaps it.
+    """
     itself = str(os.getpid())
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == itself:
@@ -54,9 +60,18 @@ def running(uid: int) -> bool:
                 state = handle.read().rpartition(b")")[2].split()[0]
         except (OSError, IndexError):
             continue
-        if state not in (b"Z", b"X"):
+        if counting_zombies or state not in (b"Z", b"X"):
             return True
     return False
+
+
+def wait_until_reaped(uid: int, until: float) -> bool:
+    """Whether every process of ``uid``, zombies included, is gone by the monotonic ``until``."""
+    while has_processes(uid, counting_zombies=True):
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.002)
+    return True
 
 
 def end_own_processes(uid: int, within: float) -> bool:
@@ -67,10 +82,10 @@ def end_own_processes(uid: int, within: float) -> bool:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
             return True
-        if not running(uid):
+        if not has_processes(uid):
             return True  # zombies only: killed, waiting for their parent
         time.sleep(0.001)
-    return not running(uid)
+    return not has_processes(uid)
 
 
 def ipc_objects_of(table: str, uid: int) -> list[int]:

@@ -8,6 +8,7 @@ container of its own (``--isolation task``) gives.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import docker
 import pytest
@@ -112,6 +113,38 @@ for index in range(0, len(memory), 4096):
     memory[index] = 1
 print("used", len(memory) >> 20)
 """
+
+
+# Ends at its deadline with 64 busy processes (its whole limit): its reaper leaves 64
+# zombies for PID 1 to reap while the other slot's copy takes the container's CPU.
+TAKES_EVERY_PROCESS = """
+import os
+for _ in range(63):
+    try:
+        if os.fork() == 0:
+            break
+    except OSError:
+        break
+while True:
+    pass
+"""
+
+# Needs 60 processes at once: it passes only when the container gives them.
+NEEDS_60_PROCESSES = """
+import os
+children = []
+for _ in range(60):
+    child = os.fork()
+    if child == 0:
+        os.read(os.open("/dev/zero", os.O_RDONLY), 1)
+        os._exit(0)
+    children.append(child)
+for child in children:
+    os.waitpid(child, 0)
+print("forked", len(children))
+"""
+
+REAPER = Path(__file__).resolve().parents[2] / "sandbox" / "_inside" / "reaper.py"
 
 
 async def _alone(docker_client: docker.DockerClient, config: SandboxConfig, code: str) -> str:
@@ -330,3 +363,42 @@ except BrokenPipeError:
         in_batch = await batch.run(writes_past_the_file_limit)
     assert in_batch.stdout == "refused: File too large\nbroken pipe\n", in_batch
     assert _verdict(in_batch) == await _alone(docker_client, DISK, writes_past_the_file_limit)
+
+
+async def test_a_task_gets_its_whole_process_limit_after_a_greedy_one(
+    docker_client: docker.DockerClient,
+) -> None:
+    config = SandboxConfig(timeout=2.0)
+    async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
+        rounds = [
+            await asyncio.gather(
+                batch.run(TAKES_EVERY_PROCESS),
+                batch.run(TAKES_EVERY_PROCESS),
+                batch.run(NEEDS_60_PROCESSES, timeout=10.0),
+            )
+            for _ in range(3)
+        ]
+    for greedy, other_greedy, needy in rounds:
+        assert greedy.timed_out
+        assert other_greedy.timed_out
+        assert (needy.exit_code, needy.stdout) == (0, "forked 60\n"), needy
+
+
+async def test_the_reaper_counts_a_killed_process_until_it_is_reaped(
+    docker_client: docker.DockerClient,
+) -> None:
+    # A zombie no longer runs, but it holds its pid under the container's process limit.
+    program = REAPER.read_text() + """
+me = os.getuid()
+child = os.fork()
+if child == 0:
+    os._exit(0)
+time.sleep(0.3)  # a zombie now: its parent has not waited for it
+soon = time.monotonic() + 0.2
+print(has_processes(me), has_processes(me, counting_zombies=True), wait_until_reaped(me, soon))
+os.waitpid(child, 0)
+print(has_processes(me, counting_zombies=True), wait_until_reaped(me, time.monotonic()))
+"""
+    async with DockerSandbox(SandboxConfig(), docker_client=docker_client) as sandbox:
+        result = await sandbox.run(program)
+    assert result.stdout == "False True False\nFalse True\n", result
