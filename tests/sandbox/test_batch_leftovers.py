@@ -145,6 +145,18 @@ print("forked", len(children))
 """
 
 REAPER = Path(__file__).resolve().parents[2] / "sandbox" / "_inside" / "reaper.py"
+# Appended to the reaper's source: a child this program never waits for, then asked about.
+MAKES_A_ZOMBIE_AND_ASKS = """
+me = os.getuid()
+child = os.fork()
+if child == 0:
+    os._exit(0)
+time.sleep(0.3)  # a zombie now: its parent has not waited for it
+soon = time.monotonic() + 0.2
+print(has_processes(me), has_processes(me, counting_zombies=True), wait_until_reaped(me, soon))
+os.waitpid(child, 0)
+print(has_processes(me, counting_zombies=True), wait_until_reaped(me, time.monotonic()))
+"""
 
 
 async def _alone(docker_client: docker.DockerClient, config: SandboxConfig, code: str) -> str:
@@ -388,17 +400,7 @@ async def test_the_reaper_counts_a_killed_process_until_it_is_reaped(
     docker_client: docker.DockerClient,
 ) -> None:
     # A zombie no longer runs, but it holds its pid under the container's process limit.
-    program = REAPER.read_text() + """
-me = os.getuid()
-child = os.fork()
-if child == 0:
-    os._exit(0)
-time.sleep(0.3)  # a zombie now: its parent has not waited for it
-soon = time.monotonic() + 0.2
-print(has_processes(me), has_processes(me, counting_zombies=True), wait_until_reaped(me, soon))
-os.waitpid(child, 0)
-print(has_processes(me, counting_zombies=True), wait_until_reaped(me, time.monotonic()))
-"""
+    program = REAPER.read_text() + MAKES_A_ZOMBIE_AND_ASKS
     async with DockerSandbox(SandboxConfig(), docker_client=docker_client) as sandbox:
         result = await sandbox.run(program)
     assert result.stdout == "False True False\nFalse True\n", result
