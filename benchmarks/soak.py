@@ -10,8 +10,8 @@ counted. The two figures that must be 0: wrong verdicts and containers left.
 
     .venv/bin/python benchmarks/soak.py --items 300          # a few minutes
     .venv/bin/python benchmarks/soak.py                      # 10,000 items: hours
-    .venv/bin/python benchmarks/soak.py --no-confirm-timeouts --batch-share 0.7 --batch-size 12
-                                    # 10,000 items, most in batches, timeouts not re-run alone
+    .venv/bin/python benchmarks/soak.py --concurrency 4 --batch-share 0.7 --batch-size 12 \
+        --batch-timeout 3           # 10,000 items, most in batches: about an hour on 2 cores
 
 Not part of the test suite: it takes long, and a shared engine is busy meanwhile.
 """
