@@ -49,13 +49,13 @@ from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
 from ._sandbox import DockerSandbox
 from ._streams import raw_connection, shutdown_connection
 from ._threads import finish_in_thread
-from ._uids import take_run_ids
+from ._uids import released_on_error, take_uid_block, uids_per_block
 
 BATCH_LIFETIME_SECONDS = 3600.0
 """A batch container serves runs for at most this long (its reaper label allows twice that)."""
 
-UIDS_PER_CONTAINER = 4096
-"""Programs one batch container runs (each gets a uid never used before in it)."""
+UIDS_PER_CONTAINER = 1024
+"""Programs one batch container runs at most (each gets a uid of the container's leased block)."""
 
 QUEUED_PER_SLOT = 2
 """Programs handed to the container per slot: one running, one waiting for the slot."""
@@ -98,10 +98,14 @@ def batch_supervisor_command(
 class _BatchContainer:
     """One launched batch container: sends programs, demultiplexes framed results."""
 
-    def __init__(self, api: docker.APIClient, launched: LaunchedContainer, nonce: bytes) -> None:
+    def __init__(
+        self, api: docker.APIClient, launched: LaunchedContainer, nonce: bytes, uid_count: int
+    ) -> None:
         self.api = api
         self.launched = launched
         self.nonce = nonce
+        self.uid_count = uid_count
+        """The uids leased for its tasks: it runs at most this many."""
         self.started = time.monotonic()
         self.used = 0
         self.lost: str | None = None
@@ -278,7 +282,7 @@ class BatchSandbox:
             if container is not None and (
                 container.lost is not None
                 or container.retired
-                or container.used >= UIDS_PER_CONTAINER
+                or container.used >= container.uid_count
                 or time.monotonic() - container.started > BATCH_LIFETIME_SECONDS
                 or container.launched.image != image
             ):
@@ -324,33 +328,34 @@ class BatchSandbox:
                 "workdir_tmpfs_bytes": config.workdir_tmpfs_bytes * slots,
             }
         )
-        first_uid, _ = take_run_ids(config)
-        first_uid = min(first_uid, config.uid_range[1] - UIDS_PER_CONTAINER)
-        options = create_options(
-            api,
-            sized,
-            image=image,
-            run_id=secrets.token_hex(8),
-            deadline=time.time() + 2 * BATCH_LIFETIME_SECONDS,
-            ids=(0, 0),
-        )
-        options["command"] = batch_supervisor_command(
-            config.workdir,
-            max(first_uid, 1),
-            UIDS_PER_CONTAINER,
-            processes=config.pids_limit,
-            address_space=config.memory_bytes,
-            slots=slots,
-            cleanup_seconds=self.cleanup_seconds,
-        )
-        options["environment"] = {}
-        options["working_dir"] = "/"
-        # The workdir is root's (tasks make their own directories in it); /tmp is
-        # made unwritable by the supervisor before the first task.
-        tmpfs = options["host_config"]["Tmpfs"]
-        tmpfs[config.workdir] = (
-            f"rw,nosuid,nodev,noexec,size={sized.workdir_tmpfs_bytes},uid=0,gid=0,mode=0711"
-        )
+        uid_count = uids_per_block(config, UIDS_PER_CONTAINER)
+        first_uid = take_uid_block(config, uid_count)
+        with released_on_error(first_uid):
+            options = create_options(
+                api,
+                sized,
+                image=image,
+                run_id=secrets.token_hex(8),
+                deadline=time.time() + 2 * BATCH_LIFETIME_SECONDS,
+                ids=(0, 0),
+            )
+            options["command"] = batch_supervisor_command(
+                config.workdir,
+                first_uid,
+                uid_count,
+                processes=config.pids_limit,
+                address_space=config.memory_bytes,
+                slots=slots,
+                cleanup_seconds=self.cleanup_seconds,
+            )
+            options["environment"] = {}
+            options["working_dir"] = "/"
+            # The workdir is root's (tasks make their own directories in it); /tmp is
+            # made unwritable by the supervisor before the first task.
+            tmpfs = options["host_config"]["Tmpfs"]
+            tmpfs[config.workdir] = (
+                f"rw,nosuid,nodev,noexec,size={sized.workdir_tmpfs_bytes},uid=0,gid=0,mode=0711"
+            )
         launch = Launch(api, options, pooled=False, uid=first_uid)
         try:
             launched = launch.run()
@@ -359,7 +364,7 @@ class BatchSandbox:
                 launch.discard()
             raise
         try:
-            return _BatchContainer(api, launched, secrets.token_hex(16).encode())
+            return _BatchContainer(api, launched, secrets.token_hex(16).encode(), uid_count)
         except BaseException:
             discard_container(api, launched)
             raise

@@ -138,7 +138,9 @@ class SandboxConfig(SettingsModel):
     (its gid is the same number), so that per-user kernel limits (inotify
     instances, process counts) of one run never touch another's."""
     uid_range: tuple[int, int] = (20000, 59999)
-    """Inclusive range of the per-run uids; never 0."""
+    """Inclusive range of the per-run uids; never 0. Uids are leased host-wide: no two
+    live containers of sandcrew processes on one host share one (a batch container
+    takes a block of up to 1,024, one per task)."""
     seccomp_profile: str = "sandcrew"
     """``"sandcrew"`` (our own allowlist, the default), ``"engine-default"`` (the
     engine's default profile) or the path of a profile file in the engine's JSON format."""

@@ -30,7 +30,7 @@ from ._errors import SandboxError
 from ._pool import ContainerPool
 from ._reaper import reap_orphans
 from ._threads import BackgroundWork
-from ._uids import take_run_ids
+from ._uids import released_on_error, take_run_ids
 
 
 class ContainerSupply:
@@ -119,15 +119,16 @@ class ContainerSupply:
         self, api: docker.APIClient, image: str, deadline: float, *, pooled: bool
     ) -> Launch:
         ids = take_run_ids(self._config)
-        options = create_options(
-            api,
-            self._config,
-            image=image,
-            run_id=secrets.token_hex(8),
-            deadline=deadline,
-            ids=ids,
-            pooled=pooled,
-        )
+        with released_on_error(ids[0]):
+            options = create_options(
+                api,
+                self._config,
+                image=image,
+                run_id=secrets.token_hex(8),
+                deadline=deadline,
+                ids=ids,
+                pooled=pooled,
+            )
         return Launch(api, options, pooled=pooled, uid=ids[0])
 
     def _launch_blocking(

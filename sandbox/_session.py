@@ -52,7 +52,7 @@ from ._session_models import (
     SessionLimits,
 )
 from ._streams import CappedBuffer, raw_connection, shutdown_connection
-from ._uids import take_run_ids
+from ._uids import released_on_error, take_run_ids
 
 if TYPE_CHECKING:
     from ._sandbox import DockerSandbox
@@ -199,34 +199,35 @@ class Session:
     def _prepare_launch(self) -> Launch:
         config, limits = self._sandbox.config, self.limits
         uid, gid = take_run_ids(config)
-        options = create_options(
-            self._api,
-            config,
-            image=self.image,
-            run_id=secrets.token_hex(8),
-            deadline=time.time() + limits.max_lifetime + config.reap_grace_seconds,
-            ids=(uid, gid),
-        )
-        settings = {
-            "workdir": config.workdir,
-            "uid": uid,
-            "gid": gid,
-            "language": self.language,
-            "idle_seconds": limits.idle_timeout,
-            "lifetime_seconds": limits.max_lifetime,
-            "grace_seconds": limits.interrupt_grace,
-            "start_seconds": limits.start_timeout,
-            "output_bytes": config.max_output_bytes,
-            "display_bytes": limits.max_display_bytes,
-            "file_bytes": limits.max_file_bytes,
-            "environment": self._environment(config.workdir),
-        }
-        options["command"] = inside_command(
-            "session", json.dumps(settings), *_driver_command(self.language)
-        )
-        # The engine removes the container as soon as the supervisor ends it
-        # (expiry, or the owner gone), whether or not this process is still there.
-        options["host_config"]["AutoRemove"] = True
+        with released_on_error(uid):
+            options = create_options(
+                self._api,
+                config,
+                image=self.image,
+                run_id=secrets.token_hex(8),
+                deadline=time.time() + limits.max_lifetime + config.reap_grace_seconds,
+                ids=(uid, gid),
+            )
+            settings = {
+                "workdir": config.workdir,
+                "uid": uid,
+                "gid": gid,
+                "language": self.language,
+                "idle_seconds": limits.idle_timeout,
+                "lifetime_seconds": limits.max_lifetime,
+                "grace_seconds": limits.interrupt_grace,
+                "start_seconds": limits.start_timeout,
+                "output_bytes": config.max_output_bytes,
+                "display_bytes": limits.max_display_bytes,
+                "file_bytes": limits.max_file_bytes,
+                "environment": self._environment(config.workdir),
+            }
+            options["command"] = inside_command(
+                "session", json.dumps(settings), *_driver_command(self.language)
+            )
+            # The engine removes the container as soon as the supervisor ends it
+            # (expiry, or the owner gone), whether or not this process is still there.
+            options["host_config"]["AutoRemove"] = True
         return Launch(self._api, options, pooled=False, uid=uid)
 
     def _environment(self, workdir: str) -> dict[str, str]:
