@@ -13,18 +13,19 @@ kernel refuses a lock that overlaps one another process holds, and drops a
 process's locks when it ends, however it ends, so a killed sandcrew never keeps
 a uid. Record locks do not conflict within one process, so this process's own
 leases are also kept in a table. Where the lock file cannot be opened, leases
-hold within this process only, and a warning says so.
+hold within this process only, and a warning says so (on Windows, which has no
+record locks, they always do).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
 import os
 import secrets
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -32,6 +33,9 @@ from pathlib import Path
 
 from ._config import SandboxConfig
 from ._errors import SandboxError
+
+if sys.platform != "win32":
+    import fcntl
 
 LEASE_FILE_NAME = "sandcrew-uids.lock"
 """The lock file every sandcrew process on the host leases uids in (in the temp directory)."""
@@ -80,9 +84,15 @@ def take_uid_block(config: SandboxConfig, count: int) -> int:
         for start in range(low, last_start + 1, max(1, count // 8)):
             if _try_lease(lease_file, start, count):
                 return start
+    taken = (
+        f"Every run uid of the range {low}-{high} is in use"
+        if count == 1
+        else f"No {count} consecutive run uids of the range {low}-{high} are free (a batch "
+        "container needs them): the rest are in use"
+    )
     raise SandboxError(
-        f"Every run uid of the range {low}-{high} is in use by the sandbox containers on this "
-        "host; wait for some to end, or give a larger uid_range",
+        f"{taken} by the sandbox containers on this host; wait for some to end, "
+        "or give a larger uid_range",
         retryable=True,
     )
 
@@ -136,6 +146,8 @@ def _try_lease(lease_file: int | None, start: int, count: int) -> bool:
 
 def _open_lease_file() -> int | None:
     global _lease_file, _lease_file_opened
+    if sys.platform == "win32":
+        return None  # no record locks there
     if not _lease_file_opened:
         _lease_file_opened = True
         path = Path(tempfile.gettempdir()) / LEASE_FILE_NAME
