@@ -89,6 +89,9 @@ if typing.TYPE_CHECKING:
     from ._signals import (
         treat_sigterm_as_interrupt as treat_sigterm_as_interrupt,
     )
+    from ._uids import (
+        describe_uid_leases as describe_uid_leases,
+    )
 else:
     from ..core import lazy_exports as _lazy_exports
 

@@ -47,6 +47,7 @@ _lock = threading.Lock()
 _leases: dict[int, int] = {}  # first uid -> count, this process's leases
 _lease_file: int | None = None
 _lease_file_opened = False
+_lease_file_problem: str | None = None  # why the lease file could not be opened
 
 
 def take_run_ids(config: SandboxConfig) -> tuple[int, int]:
@@ -115,6 +116,17 @@ def released_on_error(uid: int) -> Iterator[None]:
         raise
 
 
+def describe_uid_leases() -> tuple[bool, str]:
+    """Whether run uids are leased host-wide in this process, and through which file."""
+    with _lock:
+        opened = _open_lease_file()
+    path = _lease_file_path()
+    if opened is not None:
+        return True, f"host-wide, through {path}"
+    why = _lease_file_problem or "no record locks on this system"
+    return False, f"within each process only: cannot open {path} ({why})"
+
+
 def _forget_parent_leases() -> None:
     """In a forked child: the parent's leases are the parent's (its locks were not inherited)."""
     global _lock
@@ -144,21 +156,26 @@ def _try_lease(lease_file: int | None, start: int, count: int) -> bool:
     return True
 
 
+def _lease_file_path() -> Path:
+    return Path(tempfile.gettempdir()) / LEASE_FILE_NAME
+
+
 def _open_lease_file() -> int | None:
-    global _lease_file, _lease_file_opened
+    global _lease_file, _lease_file_opened, _lease_file_problem
     if sys.platform == "win32":
         return None  # no record locks there
     if not _lease_file_opened:
         _lease_file_opened = True
-        path = Path(tempfile.gettempdir()) / LEASE_FILE_NAME
+        path = _lease_file_path()
         try:
             _lease_file = _open_shared(path)
         except OSError as error:
+            _lease_file_problem = str(error.strerror or error)
             _log.warning(
                 "cannot open %s (%s): run uids are kept apart within this process only, "
                 "so a sandbox of another sandcrew process on this host may share one",
                 path,
-                error.strerror or error,
+                _lease_file_problem,
             )
     return _lease_file
 

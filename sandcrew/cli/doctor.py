@@ -23,6 +23,7 @@ from sandcrew.sandbox import (
     SandboxConfig,
     connect_docker,
     describe_seccomp_profile,
+    describe_uid_leases,
     docker_endpoint,
     list_images,
 )
@@ -365,17 +366,20 @@ def chat_form_check(settings: CrewSettings) -> Check:
 def _self_test() -> list[Check]:
     config = SandboxConfig(timeout=20)
     profile = Check("seccomp profile", True, describe_seccomp_profile(config.seccomp_profile))
+    shared, how = describe_uid_leases()
+    leases = Check("run uid leases", True, how, warning=not shared)
     result = DockerSandbox(config).run_sync(SELF_TEST_PROGRAM, "python")
     if not result.ok:
-        return [profile, Check("security self-test", False, result.to_runner_message())]
+        return [profile, leases, Check("security self-test", False, result.to_runner_message())]
     try:
         report = json.loads(result.stdout)
     except json.JSONDecodeError:
         return [
             profile,
+            leases,
             Check("security self-test", False, f"unreadable report: {result.stdout!r}"),
         ]
-    return [profile, *security_checks(report)]
+    return [profile, leases, *security_checks(report)]
 
 
 def _show(console: Console, checks: list[Check], *, as_json: bool = False) -> None:

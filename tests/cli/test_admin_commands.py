@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +25,7 @@ from sandcrew.sandbox._images import (
     configured_debian_mirror,
     image_packages,
 )
+from sandcrew.sandbox._uids import LEASE_FILE_NAME
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.process import run_cli
 
@@ -54,6 +56,32 @@ def test_doctor_passes_the_security_self_test() -> None:
     assert "sandcrew's own allowlist" in completed.stdout
     assert "io_uring_setup: EPERM" in completed.stdout
     assert "ptrace(PTRACE_TRACEME): EPERM" in completed.stdout
+
+
+@pytest.mark.docker
+def test_doctor_says_whether_run_uids_are_leased_host_wide(tmp_path: Path) -> None:
+    shared = run_cli("doctor", "--json", env={**NO_MODEL, "TMPDIR": str(tmp_path)})
+    (tmp_path / "unusable").mkdir()
+    (tmp_path / "unusable" / LEASE_FILE_NAME).symlink_to(tmp_path / "elsewhere")
+    alone = run_cli("doctor", "--json", env={**NO_MODEL, "TMPDIR": str(tmp_path / "unusable")})
+
+    def leases(completed: subprocess.CompletedProcess[str]) -> dict[str, object]:
+        checks = json.loads(completed.stdout)["checks"]
+        return next(check for check in checks if check["name"] == "run uid leases")
+
+    assert shared.returncode == 0, shared.stdout + shared.stderr
+    assert leases(shared) == {
+        "name": "run uid leases",
+        "ok": True,
+        "detail": f"host-wide, through {tmp_path / LEASE_FILE_NAME}",
+        "warning": False,
+    }
+    # A warning, not a failure: runs are still safe from each other within a process.
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    unusable = leases(alone)
+    assert unusable["warning"] is True
+    assert "within each process only: cannot open" in str(unusable["detail"])
+    assert not (tmp_path / "elsewhere").exists()
 
 
 SAFE_REPORT = {
