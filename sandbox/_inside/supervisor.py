@@ -13,6 +13,7 @@ after the header it ends the container whatever happens.
 """
 
 import os
+import select
 import signal
 import sys
 import time
@@ -38,6 +39,7 @@ SUPERVISOR_FAILED_EXIT = 125
 HEADER_LIMIT = 256
 _LEFTOVERS_SECONDS = 5.0  # ending every other process
 _WATCHDOG_EXIT = 137
+_HOST_GONE_EXIT = 143  # nobody reads it: the process that ran the run has died
 
 
 class Header:
@@ -204,7 +206,6 @@ class Supervisor:
         if self.timed_out:  # the limit passed before the program existed
             os.kill(child, signal.SIGKILL)
         del program, files, everything
-        os.close(0)
         # What the run's end needs, compiled and imported while the program starts rather
         # than before it or after it: the reaper, the artifact collector and its JSON.
         import json  # noqa: F401
@@ -212,10 +213,7 @@ class Supervisor:
         from .files import collect_artifacts  # noqa: F401
         from .reaper import end_every_other_process
 
-        while True:
-            ended, status = os.waitpid(child, 0)
-            if ended == child:
-                break
+        status = self.wait_for(child)
         self.running = False
         self.arm_watchdog()
         code = os.waitstatus_to_exitcode(status)
@@ -239,6 +237,38 @@ class Supervisor:
         say(1, trailer)
         say(2, trailer)
         os._exit(code)
+
+    def wait_for(self, child: int) -> int:
+        """The program's wait status; or, if the host goes first, the end of the run at once.
+
+        The host keeps the container's stdin open until it has the result, so its
+        end (the engine closes it when the process that ran the run dies) means
+        nobody waits for the run any more: it does not go on to its limit.
+        """
+        woken, wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda number, frame: None)
+        try:
+            while True:
+                ended, status = os.waitpid(child, os.WNOHANG)
+                if ended == child:
+                    return status
+                # A SIGCHLD after the waitpid above leaves a byte in the pipe: not missed.
+                readable, _, _ = select.select([0, woken], [], [])
+                if woken in readable:
+                    os.read(woken, 4096)
+                if 0 in readable and not os.read(0, 1 << 16):
+                    self.running = False
+                    try:
+                        os.kill(-1, signal.SIGKILL)  # as root: every process but this one
+                    except ProcessLookupError:
+                        pass
+                    os._exit(_HOST_GONE_EXIT)
+        finally:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(woken)
+            os.close(wake)
 
     def send_artifacts(self, mark: bytes, header: Header) -> None:
         from .files import ARTIFACT_COLLECTION_SECONDS, collect_artifacts

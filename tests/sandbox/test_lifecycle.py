@@ -281,6 +281,44 @@ async def test_a_container_ends_itself_when_its_owner_is_killed_mid_run(
             docker_client.api.remove_container(container_id, force=True)
 
 
+async def test_a_run_ends_at_once_when_its_owner_is_killed_not_at_its_limit(
+    docker_client: docker.DockerClient,
+) -> None:
+    # Another sandcrew process on the engine may kill and remove the orphan before its
+    # end is seen (its owner is dead): such a try tells nothing and is made again.
+    for _ in range(3):
+        exit_code = await _end_of_a_run_whose_owner_is_killed(docker_client)
+        if exit_code is not None:
+            break
+    # 143: the supervisor ended it (not the watchdog's 137, not the limit's 124).
+    assert exit_code == 143
+
+
+async def _end_of_a_run_whose_owner_is_killed(client: docker.DockerClient) -> int | None:
+    """The exit code of an orphaned 60-second run's container; ``None`` if another killed it."""
+    with python_process(_LONG_RUN) as owner:
+        container_id = await _wait_for_container(client, owner.pid, owner)
+        await asyncio.sleep(1.5)  # the 60-second program is running
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    try:
+        # The engine closes the container's stdin when its owner's connection goes: the
+        # supervisor then ends the run, 58 seconds before its limit.
+        give_up = time.monotonic() + 15
+        while True:
+            try:
+                state = client.api.inspect_container(container_id)["State"]
+            except docker.errors.NotFound:
+                return None
+            if not state["Running"]:
+                return None if state["ExitCode"] == 137 else int(state["ExitCode"])
+            assert time.monotonic() < give_up, "the run went on after its owner died"
+            await asyncio.sleep(0.05)
+    finally:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            client.api.remove_container(container_id, force=True)
+
+
 def _running(client: docker.DockerClient, container_id: str) -> bool:
     try:
         return bool(client.api.inspect_container(container_id)["State"]["Running"])
