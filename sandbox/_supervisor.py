@@ -36,7 +36,9 @@ prints the trailer ``"\\x1e<nonce>:<status>\\n"`` (``T<status>`` when the run
 limit ended the program) on stdout and on stderr and exits with the program's
 status. Each stream is in order, so once both trailers are in, all
 the program's output is; the stream reader strips them. A program can print
-any bytes, but not the nonce.
+any bytes, but not the nonce. The host keeps stdin open until it has the
+result: if it closes first (the engine closes it when the host's process
+dies), the supervisor kills every process and the container exits with 143.
 
 The supervisor is also the watchdog: ``watchdog`` seconds after its header (the
 time limit plus :data:`~._deadlines.WATCHDOG_GRACE`, so the host's kill normally

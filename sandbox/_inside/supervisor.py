@@ -9,7 +9,8 @@ with the run's gid, then :func:`.privileges.drop_to` the run uid and ``exec``),
 kills it at the run limit, ends every other process, has the artifacts
 collected by a child that dropped to the run uid, and prints the status
 trailer on stdout and stderr. It is also the watchdog: ``watchdog`` seconds
-after the header it ends the container whatever happens.
+after the header it ends the container whatever happens, and it ends the run
+at once when its stdin closes (the host is gone).
 """
 
 import os
