@@ -46,7 +46,6 @@ _log = logging.getLogger("sandcrew.sandbox")
 _lock = threading.Lock()
 _leases: dict[int, int] = {}  # first uid -> count, this process's leases
 _lease_file: int | None = None
-_lease_file_opened = False
 _lease_file_problem: str | None = None  # why the lease file could not be opened
 
 
@@ -62,7 +61,7 @@ def take_run_ids(config: SandboxConfig) -> tuple[int, int]:
 def uids_per_block(config: SandboxConfig, wanted: int) -> int:
     """How many uids a block of ``wanted`` gets from ``config``'s range (at most all of it)."""
     low, high = config.uid_range
-    return max(1, min(wanted, high - low + 1))
+    return min(wanted, high - low + 1)
 
 
 def take_uid_block(config: SandboxConfig, count: int) -> int:
@@ -161,16 +160,15 @@ def _lease_file_path() -> Path:
 
 
 def _open_lease_file() -> int | None:
-    global _lease_file, _lease_file_opened, _lease_file_problem
+    global _lease_file, _lease_file_problem
     if sys.platform == "win32":
         return None  # no record locks there
-    if not _lease_file_opened:
-        _lease_file_opened = True
+    if _lease_file is None and _lease_file_problem is None:
         path = _lease_file_path()
         try:
             _lease_file = _open_shared(path)
         except OSError as error:
-            _lease_file_problem = str(error.strerror or error)
+            _lease_file_problem = error.strerror or repr(error)
             _log.warning(
                 "cannot open %s (%s): run uids are kept apart within this process only, "
                 "so a sandbox of another sandcrew process on this host may share one",

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import docker
 import docker.errors
@@ -306,9 +307,8 @@ async def _end_of_a_run_whose_owner_is_killed(client: docker.DockerClient) -> in
         # supervisor then ends the run, 58 seconds before its limit.
         give_up = time.monotonic() + 15
         while True:
-            try:
-                state = client.api.inspect_container(container_id)["State"]
-            except docker.errors.NotFound:
+            state = _state(client, container_id)
+            if state is None:
                 return None
             if not state["Running"]:
                 return None if state["ExitCode"] == 137 else int(state["ExitCode"])
@@ -320,10 +320,16 @@ async def _end_of_a_run_whose_owner_is_killed(client: docker.DockerClient) -> in
 
 
 def _running(client: docker.DockerClient, container_id: str) -> bool:
+    state = _state(client, container_id)
+    return state is not None and bool(state["Running"])
+
+
+def _state(client: docker.DockerClient, container_id: str) -> dict[str, Any] | None:
+    """The container's state as the engine reports it; ``None`` once it is removed."""
     try:
-        return bool(client.api.inspect_container(container_id)["State"]["Running"])
+        return dict(client.api.inspect_container(container_id)["State"])
     except docker.errors.NotFound:
-        return False
+        return None
 
 
 def test_owners_in_another_pid_namespace_are_not_taken_for_dead(

@@ -80,6 +80,23 @@ def holders() -> Iterator[list[Holder]]:
         holder.end()
 
 
+def _python(
+    script: str, *, temporary_folder: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a new Python process (its temp directory ``temporary_folder``)."""
+    env = dict(os.environ)
+    if temporary_folder is not None:
+        env["TMPDIR"] = str(temporary_folder)
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=env,
+    )
+
+
 def _overlap(first: tuple[int, int], second: tuple[int, int]) -> bool:
     return first[0] < second[0] + second[1] and second[0] < first[0] + first[1]
 
@@ -158,9 +175,7 @@ def test_a_forked_child_does_not_take_its_parents_leases_for_its_own() -> None:
         print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
-    )
+    done = _python(script)
     # 60 + 60 uids cannot fit in 100 without overlapping: the child must be refused.
     assert done.stdout.strip() == "3", done.stderr
 
@@ -183,14 +198,7 @@ def test_an_unusable_lease_file_is_a_warning_and_leases_hold_within_the_process(
             print("refused")
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
+    done = _python(script, temporary_folder=tmp_path)
     assert done.stdout.split() == ["72300", "refused"]
     assert "WARNING cannot open" in done.stderr
     assert "within this process only" in done.stderr
@@ -203,10 +211,7 @@ def test_the_lease_file_is_made_for_every_user(tmp_path: Path) -> None:
         "from sandcrew.sandbox._uids import take_run_ids\n"
         "print(take_run_ids(SandboxConfig(uid_range=(72400, 72499)))[0])\n"
     )
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    subprocess.run(
-        [sys.executable, "-c", script], env=env, check=True, timeout=60, capture_output=True
-    )
+    _python(script, temporary_folder=tmp_path)
     assert (tmp_path / LEASE_FILE_NAME).stat().st_mode & 0o777 == 0o666
 
 
