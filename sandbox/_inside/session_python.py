@@ -59,9 +59,10 @@ def _bundle(kind: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+    # The originals too: a cell that replaced sys.stdout leaves its lines buffered there.
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.flush()  # type: ignore[union-attr]  # None: suppressed
 
 
 def _send_display(kind: str, data: dict[str, Any]) -> None:
@@ -129,13 +130,14 @@ def _make_shell() -> Any:
 
 
 def _standard_streams() -> None:
-    # Written through at once: the host shows output as the cell prints it.
+    # Line-buffered, as on a terminal: the host sees each line (or ``\r``) as the cell
+    # prints it, in one piece rather than one piece per write (print writes its end apart).
     for number, name in ((1, "stdout"), (2, "stderr")):
         stream = io.TextIOWrapper(
             io.FileIO(number, "w", closefd=False),
             encoding="utf-8",
             errors="backslashreplace",
-            write_through=True,
+            line_buffering=True,
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)

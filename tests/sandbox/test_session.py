@@ -177,6 +177,34 @@ async def test_on_output_sees_stdout_and_stderr(session: Session) -> None:
     assert (result.stdout, result.stderr) == ("out\n", "err\n")
 
 
+async def test_output_arrives_in_whole_lines_and_flushed_text_at_once(session: Session) -> None:
+    # print writes each argument and its end apart; an argument slow to turn into text
+    # leaves the host time to read what came before it, unless lines are kept whole.
+    code = """
+import sys, time
+class Slow:
+    def __str__(self):
+        time.sleep(0.1)
+        return "slow"
+for number in range(3):
+    print(number, Slow())
+    print(number, Slow(), file=sys.stderr)
+print("partial", end="", flush=True)
+time.sleep(0.3)
+print(" line")
+"""
+    seen: list[OutputEvent] = []
+    result = await session.run(code, on_output=seen.append)
+
+    lines = "".join(f"{number} slow\n" for number in range(3))
+    assert (result.stdout, result.stderr) == (lines + "partial line\n", lines)
+    stdout = [event.text for event in seen if event.stream == "stdout"]
+    assert stdout[-1] == " line\n"
+    assert stdout[-2].endswith("partial")  # flushed without a newline: told before it
+    assert all(text.endswith("\n") for text in stdout[:-2])
+    assert all(event.text.endswith("\n") for event in seen if event.stream == "stderr")
+
+
 async def test_interrupt_stops_the_running_cell_and_keeps_the_state(session: Session) -> None:
     await session.run("x = 5")
     code = "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.01)"
