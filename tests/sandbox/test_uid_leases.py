@@ -8,11 +8,13 @@ the machine does not meet them.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +156,70 @@ def test_a_released_block_can_be_leased_by_another_process(holders: list[Holder]
     holders.append(granted)
     assert granted.blocks == [(low, 100)]
     assert granted.error is None
+
+
+OTHER_ACCOUNT = 65534  # nobody: a local user who is not the one running sandcrew
+
+
+def _lock_as_other_account(start: int, count: int) -> tuple[int, int, int]:
+    """Fork a child that, as another account, locks ``[start, start + count)`` of the lease file.
+
+    It opens the file itself and locks the bytes without sandcrew, as any local
+    program could. It tries once at once and once more on each byte written to
+    the returned command pipe, answering ``held`` or ``refused`` on the answer
+    pipe; a closed command pipe ends it. Returns (pid, commands, answers).
+    """
+    path = os.path.join(tempfile.gettempdir(), LEASE_FILE_NAME)
+    command_read, command_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(command_write)
+            os.close(answer_read)
+            os.setgroups([])
+            os.setresgid(OTHER_ACCOUNT, OTHER_ACCOUNT, OTHER_ACCOUNT)
+            os.setresuid(OTHER_ACCOUNT, OTHER_ACCOUNT, OTHER_ACCOUNT)
+            lease_file = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            while True:
+                try:
+                    fcntl.lockf(lease_file, fcntl.LOCK_EX | fcntl.LOCK_NB, count, start)
+                    os.write(answer_write, b"held\n")
+                except OSError:
+                    os.write(answer_write, b"refused\n")
+                if not os.read(command_read, 1):
+                    break
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(command_read)
+    os.close(answer_write)
+    return pid, command_write, answer_read
+
+
+def test_another_accounts_locks_bind_sandcrew_and_sandcrews_bind_it() -> None:
+    # Why the lease file is every user's: a uid is the host's, whoever runs sandcrew.
+    low, high = 72500, 72599
+    config = SandboxConfig(uid_range=(low, high))
+    ours = take_uid_block(config, 100)  # makes the lease file if this host had none
+    pid, commands, answers = _lock_as_other_account(low, 100)
+    with os.fdopen(answers) as answered:
+        try:
+            assert answered.readline() == "refused\n"  # sandcrew's lease binds the account
+            release_run_uid(ours)
+            os.write(commands, b"x")
+            assert answered.readline() == "held\n"
+            # The account's lock binds sandcrew: a clear error, never a shared uid.
+            with pytest.raises(SandboxError, match="72500-72599 is in use by the sandbox"):
+                take_run_ids(config)
+        finally:
+            os.close(commands)
+            _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    uid, _ = take_run_ids(config)  # the account's process ended: its locks went with it
+    release_run_uid(uid)
+    assert low <= uid <= high
 
 
 def test_a_forked_child_does_not_take_its_parents_leases_for_its_own() -> None:
