@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from sandcrew.sandbox import BatchSandbox, DockerSandbox, SandboxConfig, SandboxError
 from sandcrew.sandbox._uids import (
     LEASE_FILE_NAME,
+    _lease_file_path,
     release_run_uid,
     take_run_ids,
     take_uid_block,
@@ -169,7 +169,7 @@ def _lock_as_other_account(start: int, count: int) -> tuple[int, int, int]:
     the returned command pipe, answering ``held`` or ``refused`` on the answer
     pipe; a closed command pipe ends it. Returns (pid, commands, answers).
     """
-    path = os.path.join(tempfile.gettempdir(), LEASE_FILE_NAME)
+    path = _lease_file_path()
     command_read, command_write = os.pipe()
     answer_read, answer_write = os.pipe()
     pid = os.fork()
