@@ -60,9 +60,10 @@ def _bundle(kind: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def _flush() -> None:
     # The originals too: a cell that replaced sys.stdout leaves its lines buffered there.
+    # A cell may have set any of the four to None or to anything without flush().
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         with contextlib.suppress(AttributeError, OSError, ValueError):
-            stream.flush()  # type: ignore[union-attr]  # None: suppressed
+            stream.flush()  # type: ignore[union-attr]
 
 
 def _send_display(kind: str, data: dict[str, Any]) -> None:

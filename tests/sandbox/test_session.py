@@ -205,6 +205,21 @@ print(" line")
     assert all(event.text.endswith("\n") for event in seen if event.stream == "stderr")
 
 
+async def test_standard_streams_set_to_anything_do_not_end_the_session(session: Session) -> None:
+    # The driver flushes all four at the end of a cell, whatever the cell left there.
+    broken = await session.run(
+        "import sys\nx = 1\nsys.stdout = 42\nsys.__stdout__ = None\nsys.stderr = object()"
+    )
+    mended = await session.run(
+        "import io, sys\n"
+        "sys.stdout = io.TextIOWrapper(io.FileIO(1, 'w', closefd=False), line_buffering=True)\n"
+        "print('back', x)"
+    )
+
+    assert (broken.error, broken.state_lost) == (None, False)
+    assert (mended.error, mended.state_lost, mended.stdout) == (None, False, "back 1\n")
+
+
 async def test_interrupt_stops_the_running_cell_and_keeps_the_state(session: Session) -> None:
     await session.run("x = 5")
     code = "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.01)"
