@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 
 import docker
+import docker.errors
 
 from sandcrew.sandbox import DEFAULT_IMAGES
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
@@ -25,6 +26,20 @@ def our_containers(client: docker.DockerClient, *, owner_pid: int | None = None)
         all=True, filters={"label": [PRODUCT_FILTER, f"{OWNER_PID_LABEL}={pid}"]}
     )
     return [str(container["Id"]) for container in found]
+
+
+def container_exists(client: docker.DockerClient, container_id: str) -> bool:
+    """Whether the engine still has the container.
+
+    Tests that plant an orphan judge the reaper by this, not by the ids one call
+    returns: every sandcrew process that starts a sandbox reaps too (other test
+    workers among them), and may remove the orphan first.
+    """
+    try:
+        client.api.inspect_container(container_id)
+    except docker.errors.NotFound:
+        return False
+    return True
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from sandcrew.sandbox._labels import container_labels
 from sandcrew.sandbox._seccomp import ALLOWED_SYSCALLS, DENIED_SYSCALLS, seccomp_profile
 
 from .conftest import IMAGE
-from .helpers import our_containers, python_process
+from .helpers import container_exists, our_containers, python_process
 
 pytestmark = pytest.mark.docker
 
@@ -334,7 +334,8 @@ def test_a_zombie_owner_counts_as_dead(docker_client: docker.DockerClient) -> No
     labels["sandcrew.owner-pid"] = str(zombie.pid)
     container_id = docker_client.api.create_container(IMAGE, ["true"], labels=labels)["Id"]
     try:
-        assert container_id in reap_orphans(docker_client)
+        reap_orphans(docker_client)
+        assert not container_exists(docker_client, container_id)
     finally:
         zombie.wait()
         _remove_quietly(docker_client, container_id)
