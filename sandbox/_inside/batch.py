@@ -495,7 +495,10 @@ class BatchSupervisor:
         theirs.close()
         for descriptor in (out_write, err_write, status_write):
             os.close(descriptor)
-        ours.sendall(task.program)
+        try:
+            ours.sendall(task.program)
+        except OSError:
+            pass  # the zygote could not fork, or the task died before it read: reported apart
         ours.close()
         task.program = b""
         task.out, task.err, task.status = out_read, err_read, status_read

@@ -135,12 +135,25 @@ def owned_entries(folder: str, uid: int) -> list[str]:
 
 
 def _open_folder(name: str, parent: int) -> int:
+    """Open a folder of the task's to empty it, with its owner's rights given back.
+
+    The task may have taken its own rights away (0o000 cannot be opened, 0o500 can
+    be listed but nothing in it deleted); the reaper runs as the same uid, so it may
+    give them back.
+    """
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
-        return os.open(name, flags, dir_fd=parent)
-    except PermissionError:  # the owner took its own rights away: give them back
+        folder = os.open(name, flags, dir_fd=parent)
+    except PermissionError:
         os.chmod(name, 0o700, dir_fd=parent)
         return os.open(name, flags, dir_fd=parent)
+    if stat.S_IMODE(os.fstat(folder).st_mode) & 0o700 != 0o700:
+        try:
+            os.fchmod(folder, 0o700)
+        except BaseException:
+            os.close(folder)
+            raise
+    return folder
 
 
 def _unlink(name: str, folder: int) -> bool:

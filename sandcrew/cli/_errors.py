@@ -6,7 +6,6 @@ here: one line on stderr (a JSON object with ``--json``), never a traceback.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from collections.abc import Sequence
 import typer
 
 from sandcrew.cli._exit_codes import ExitCode, exit_code_for_error
+from sandcrew.cli._output import json_text
 from sandcrew.cli._terminal import visible_controls
 from sandcrew.errors import InfrastructureError, SandcrewError, UserError
 
@@ -70,13 +70,12 @@ def report_error(error: BaseException, *, command: str | None, as_json: bool) ->
     else:
         message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
     if as_json:
-        line = json.dumps(
+        line = json_text(
             {
                 "format": ERROR_FORMAT,
                 "error": {"kind": error_kind(error), "message": message},
                 "exit_code": int(code),
-            },
-            ensure_ascii=False,
+            }
         )
     else:
         # A message may quote a model's or a program's text: shown, never obeyed.

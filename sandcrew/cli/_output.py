@@ -57,9 +57,19 @@ JSON_FORMAT = 1
 """The ``format`` of every JSON document the CLI prints; bumped only on incompatible changes."""
 
 
+# JSON escapes C0 control characters itself; DEL and the C1 controls it leaves raw, and
+# U+009B is CSI on many terminals. As \u escapes they mean the same string.
+_ESCAPED_IN_JSON = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
+
+
+def json_text(document: Any, *, indent: int | None = None) -> str:
+    """``document`` as JSON: other languages' text kept as it is, no control character raw."""
+    return json.dumps(document, indent=indent, ensure_ascii=False).translate(_ESCAPED_IN_JSON)
+
+
 def print_json(document: dict[str, Any]) -> None:
     """Print ``document`` with its ``format`` version first."""
-    print(json.dumps({"format": JSON_FORMAT, **document}, indent=2, ensure_ascii=False))
+    print(json_text({"format": JSON_FORMAT, **document}, indent=2))
 
 
 def as_dicts(items: list[Any]) -> list[dict[str, Any]]:

@@ -323,9 +323,10 @@ def test_debian_mirror_comes_from_apt(tmp_path: Path, name: str, text: str, expe
 
 
 @pytest.mark.docker
+@pytest.mark.slow  # one at a time: a test worker starting sandboxes beside it reaps its orphan
 def test_sandbox_gc_removes_orphans(docker_client: docker.DockerClient) -> None:
-    # Every sandcrew process that starts a sandbox reaps orphans too (other test workers
-    # among them), so the planted orphan may go before gc lists it: plant it again then.
+    # Every sandcrew process that starts a sandbox reaps orphans too, so the planted
+    # orphan may go before gc lists it: plant it again then.
     for _ in range(5):
         orphan_id = _plant_orphan(docker_client)
         try:

@@ -102,7 +102,8 @@ def test_run_json_and_pipes_keep_the_exact_text(tmp_path: Path) -> None:
     piped = run_cli("run", str(program))
 
     assert returncode == 3
-    assert b"\x1b" not in screen  # JSON escapes control characters itself
+    assert b"\x1b" not in screen  # JSON escapes C0 control characters itself
+    assert not _C1_IN_UTF8.search(screen), screen  # and sandcrew the C1 ones and DEL
     result = json.loads(screen.decode().replace("\r\n", "\n"))
     assert result["stdout"] == HOSTILE_OUTPUT
     assert result["stderr"] == HOSTILE_OUTPUT

@@ -18,7 +18,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.mcp_server.helpers import http_mcp_server
 from tests.process import run_cli
-from tests.sandbox.helpers import our_containers, shared_client
+from tests.sandbox.helpers import our_containers, python_process, shared_client
 
 pytestmark = pytest.mark.docker
 
@@ -86,25 +86,46 @@ def test_a_server_beyond_loopback_without_a_token_does_not_start(
     assert message in completed.stderr
 
 
+# A client in a process of its own that queues ten runs and waits: killed, it can send
+# no cancellation, its connections just close.
+_CLIENT_THAT_IS_KILLED = """
+import asyncio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+async def main():
+    async with (
+        create_mcp_http_client(headers={{"Authorization": "Bearer {token}"}}) as http,
+        streamable_http_client({url!r}, http_client=http, terminate_on_close=False) as streams,
+        ClientSession(*streams[:2]) as session,
+    ):
+        await session.initialize()
+        await asyncio.gather(
+            *(session.call_tool("run_code", {{"code": {code!r}}}) for _ in range(10))
+        )
+
+asyncio.run(main())
+"""
+
+
 async def test_runs_are_cancelled_and_removed_when_the_client_goes_away() -> None:
     with http_mcp_server(
         "--timeout", "60", "--max-queued-per-client", "20", env={"SANDCREW_MCP_AUTH_TOKEN": TOKEN}
     ) as (url, server):
-        async with http_session(url) as session:
-            calls = [
-                asyncio.ensure_future(session.call_tool("run_code", {"code": SLEEPER}))
-                for _ in range(10)
-            ]
+        client_program = _CLIENT_THAT_IS_KILLED.format(token=TOKEN, url=url, code=SLEEPER)
+        with python_process(client_program) as client:
             await wait_for_containers(server.pid, 1)
             await asyncio.sleep(1.5)
-            for call in calls:
-                call.cancel()
-            await asyncio.gather(*calls, return_exceptions=True)
+            client.kill()
+            client.wait()
         # The client and its connections are gone; the server goes on serving.
         deadline = time.monotonic() + 30
         while our_containers(shared_client(), owner_pid=server.pid):
             assert time.monotonic() < deadline, "runs kept going after their client left"
             await asyncio.sleep(0.2)
+        await asyncio.sleep(3)
+        assert our_containers(shared_client(), owner_pid=server.pid) == []  # none queued starts
         assert server.poll() is None
         async with http_session(url) as session:
             again = await session.call_tool("run_code", {"code": "print('still here')"})

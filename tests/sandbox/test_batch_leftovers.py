@@ -68,6 +68,20 @@ if os.fork() == 0:
 print("left a daemon")
 """
 
+# Takes away its own rights in its folders, 16 MiB in them: its reaper runs as its uid.
+LOCKS_ITS_OWN_FOLDERS = """
+import os
+os.makedirs("a/b/c")
+for folder in ("a/b/c", "a/b", "a", "."):
+    with open(os.path.join(folder, "f"), "wb") as handle:
+        handle.write(b"x" * (4 << 20))
+os.chmod("a/b/c", 0o500)  # can be listed, nothing in it deleted
+os.chmod("a/b", 0o000)
+os.chmod("a", 0o100)
+os.chmod(".", 0o500)
+print("locked")
+"""
+
 # SysV IPC objects open to every uid, and a POSIX queue, left behind.
 LEAVES_IPC = """
 import ctypes, os
@@ -191,6 +205,18 @@ async def test_links_made_while_a_task_is_ended_are_removed_too(
     for neighbour in neighbours:
         assert (neighbour.exit_code, neighbour.stdout) == (0, "wrote 24\n"), neighbour
         assert neighbour.run_id == hostile.run_id
+
+
+async def test_folders_a_task_locked_against_itself_are_removed_too(
+    docker_client: docker.DockerClient,
+) -> None:
+    async with BatchSandbox(DISK, slots=1, docker_client=docker_client) as batch:
+        hostile = await batch.run(LOCKS_ITS_OWN_FOLDERS)
+        neighbours = [await batch.run(WRITES_24_MIB) for _ in range(3)]
+    assert (hostile.exit_code, hostile.stdout) == (0, "locked\n"), hostile
+    for neighbour in neighbours:
+        assert (neighbour.exit_code, neighbour.stdout) == (0, "wrote 24\n"), neighbour
+        assert neighbour.run_id == hostile.run_id  # cleaned in place, not retired
 
 
 async def test_ipc_objects_of_a_task_do_not_outlive_it(
