@@ -205,6 +205,12 @@ BATCH_CLASSES: dict[str, tuple[str, frozenset[str]]] = {
         "        except OSError:\n            pass\n        n += 1\n    os._exit(0)\nreturn a + b",
         frozenset({PASSED}),
     ),
+    "batch/locked-folders": (
+        # Its own rights in its folders taken away: its reaper must give them back.
+        "import os\nos.makedirs('a/b')\nopen('a/b/f', 'w').write('x' * 4096)\n"
+        "os.chmod('a/b', 0o500)\nos.chmod('a', 0o100)\nos.chmod('.', 0o500)\nreturn a + b",
+        frozenset({PASSED}),
+    ),
     "batch/sysv-ipc": (IPC_CREATE + "return a + b", frozenset({PASSED})),
     "batch/ipc-survey": (SURVEY, frozenset({PASSED})),
     "batch/big-tree-stall": (

@@ -4,6 +4,7 @@ Docker fixtures (a test marked ``docker`` gets the real engine and a leftover ch
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,6 +16,14 @@ import pytest
 
 from sandcrew.sandbox import DockerSandbox, DockerUnavailableError, SandboxConfig, connect_docker
 from tests.sandbox.helpers import SANDBOX_IMAGE, our_containers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job with Ctrl-C ignored, and an ignored signal stays
+    # ignored in every child: the Ctrl-C tests' programs would never see theirs.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # Variables that would point the product at a real model or change its defaults.
 _PRODUCT_VARIABLE_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "SANDCREW_")

@@ -338,6 +338,9 @@ print("held", len(memory) >> 20)
             batch.run(fills_shared_memory), batch.run(holds_memory)
         )
     assert (neighbour.exit_code, neighbour.stdout) == (0, "held 80\n"), neighbour
+    # Killed in the batch container (it held the most), it was judged in a container of
+    # its own: the kill was the container's fault, not its verdict.
+    assert neighbour.run_id != hostile.run_id
     alone = await _alone(docker_client, config, fills_shared_memory)
     assert _verdict(hostile) == alone
 
