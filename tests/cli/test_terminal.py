@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.cli._output import json_text
 from sandcrew.cli._terminal import visible_controls
 from sandcrew.testing import ScriptedModelServer
 from tests.crew.conftest import admin_final_turn, coder_turn, review_turn
@@ -75,6 +76,14 @@ def plain(screen: bytes) -> str:
 )
 def test_visible_controls(text: str, shown: str) -> None:
     assert visible_controls(text) == shown
+
+
+def test_json_text_escapes_every_control_and_keeps_the_text() -> None:
+    text = "esc\x1b del\x7f csi\u009b2J nel\u0085 ünïcødé 中文"
+    shown = json_text({"text": text})
+    assert not any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in shown)
+    assert "ünïcødé 中文" in shown
+    assert json.loads(shown) == {"text": text}
 
 
 @pytest.mark.docker
