@@ -25,8 +25,9 @@ waits until PID 1 has reaped the task's killed processes (a zombie holds its
 place under the container's process limit). The supervisor's loop never waits
 for it; the task's slot is free once it is done, and no task starts while a
 reaper works.
-When the cleanup fails, the container retires: queued and later tasks come
-back as ``elsewhere``.
+When the cleanup fails, or it leaves less than one slot's part of the workdir
+free (space an ended task held is still held), the container retires: queued
+and later tasks come back as ``elsewhere``.
 
 Results travel on the supervisor's stdout, which no task can write (a task's
 stdout and stderr are pipes the supervisor reads), one frame per task (see
@@ -406,10 +407,27 @@ class Task:
             self.cut[descriptor] = True
 
 
+def free_bytes(folder: str) -> int:
+    """Bytes of ``folder``'s file system that an unprivileged task can still write."""
+    found = os.statvfs(folder)
+    return found.f_bavail * found.f_frsize
+
+
+def slot_share(folder: str, slots: int) -> int:
+    """One slot's part of the work folder (the container's is ``slots`` times one task's)."""
+    found = os.statvfs(folder)
+    return found.f_blocks * found.f_frsize // slots
+
+
 class BatchSupervisor:
-    def __init__(self, channel: socket.socket, first_uid: int, uid_count: int, slots: int) -> None:
-        self.channel = channel
+    def __init__(
+        self, channel: socket.socket, workdir: str, first_uid: int, uid_count: int, slots: int
+    ) -> None:
+        self.channel, self.workdir = channel, workdir
         self.first_uid, self.uid_count, self.slots = first_uid, uid_count, slots
+        # Tasks that keep within their own part always leave one part free when a task
+        # has been cleaned up; less means something of an ended task still holds space.
+        self.share = slot_share(workdir, slots)
         self.selector = selectors.DefaultSelector()
         self.selector.register(0, selectors.EVENT_READ, "host")
         self.selector.register(channel, selectors.EVENT_READ, "zygote")
@@ -552,6 +570,10 @@ class BatchSupervisor:
             task.reaped = True
             if words[2] != "0":
                 self.retire("a task's processes or files could not be removed")
+            elif free_bytes(self.workdir) < self.share:
+                # A neighbour may hold an ended task's files open (passed to it, or opened
+                # through a folder the task opened to all): space the next task must have.
+                self.retire("the space of an ended task did not come back")
             self.maybe_answer(task)
             self.forget_if_done(task)
 
@@ -628,4 +650,4 @@ def main(arguments: list[str]) -> None:
         finally:
             os._exit(0)
     zygote_channel.close()
-    BatchSupervisor(channel, first_uid, uid_count, slots).serve()
+    BatchSupervisor(channel, workdir, first_uid, uid_count, slots).serve()

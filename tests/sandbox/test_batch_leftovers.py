@@ -294,6 +294,65 @@ print("made folders")
         assert neighbour.run_id == hostile.run_id  # judged in the container that cleaned up
 
 
+# Two colluding tasks: the giver writes 45 MiB and passes its open files to the holder
+# over an abstract unix socket, then ends; its reaper deletes the files, but their space
+# stays taken while the holder keeps them open.
+HOLDS_PASSED_FILES = """
+import array, socket, time
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(b"\\0sandcrew-space-holder")
+server.listen(1)
+connection, _ = server.accept()
+_, ancillary, _, _ = connection.recvmsg(1, socket.CMSG_SPACE(16 * 4))
+held = array.array("i", ancillary[0][2])
+time.sleep(3)
+print("held", len(held))
+"""
+GIVES_ITS_FILES_AWAY = """
+import os, socket, time
+handles = []
+for number in range(3):  # files of 15 MiB: under the file size limit
+    handle = os.open(str(number), os.O_RDWR | os.O_CREAT, 0o600)
+    os.write(handle, b"x" * (15 << 20))
+    handles.append(handle)
+client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+for _ in range(200):
+    try:
+        client.connect(b"\\0sandcrew-space-holder")
+        break
+    except OSError:
+        time.sleep(0.01)
+socket.send_fds(client, [b"x"], handles)
+print("gave", len(handles))
+"""
+
+
+async def test_space_an_ended_task_still_holds_sends_the_next_task_elsewhere(
+    docker_client: docker.DockerClient,
+) -> None:
+    # Two slots of 32 MiB: 45 MiB held past the giver's end leaves 19 MiB, less than the
+    # 24 MiB the correct neighbour writes (ENOSPC had it started in that container).
+    config = DISK.model_copy(update={"timeout": 10.0})
+    async with BatchSandbox(config, slots=2, docker_client=docker_client) as batch:
+        holder = asyncio.ensure_future(batch.run(HOLDS_PASSED_FILES))
+        await asyncio.sleep(1)
+        giver = asyncio.ensure_future(batch.run(GIVES_ITS_FILES_AWAY))
+        await asyncio.sleep(0.5)
+        neighbour = asyncio.ensure_future(batch.run(WRITES_24_MIB))
+        holder_result, giver_result, neighbour_result = await asyncio.gather(
+            holder, giver, neighbour
+        )
+    assert (giver_result.exit_code, giver_result.stdout) == (0, "gave 3\n"), giver_result
+    assert (holder_result.exit_code, holder_result.stdout) == (0, "held 3\n"), holder_result
+    assert holder_result.run_id == giver_result.run_id
+    assert (neighbour_result.exit_code, neighbour_result.stdout) == (0, "wrote 24\n"), (
+        neighbour_result
+    )
+    # Not started where the giver's space was still held: in the next batch container.
+    assert neighbour_result.run_id != giver_result.run_id
+    assert _verdict(neighbour_result) == await _alone(docker_client, config, WRITES_24_MIB)
+
+
 async def test_a_neighbour_killed_for_the_shared_memory_runs_again_alone(
     docker_client: docker.DockerClient,
 ) -> None:
