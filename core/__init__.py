@@ -16,6 +16,7 @@ from ._errors import (
     SandcrewError,
     UserError,
 )
+from ._files import NotARegularFile, read_regular_file
 from ._lazy import lazy_exports
 from ._text import describe_invalid_value, trim_middle
 
@@ -25,9 +26,11 @@ __all__ = [
     "InfrastructureError",
     "InvalidSettings",
     "ModelBehaviorError",
+    "NotARegularFile",
     "SandcrewError",
     "UserError",
     "describe_invalid_value",
     "lazy_exports",
+    "read_regular_file",
     "trim_middle",
 ]

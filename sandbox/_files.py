@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core import UserError
+from ..core import NotARegularFile, UserError, read_regular_file
 from ._inside.files import OUTPUT_FOLDER
 from ._languages import RUNNERS
 
@@ -110,15 +110,15 @@ def load_input_files(
         folders.update("/".join(name.split("/")[:depth]) for depth in range(1, name.count("/") + 1))
         if isinstance(content, Path):
             try:
-                if content.stat().st_size > max_bytes:
-                    raise UserError(_too_large(f"input file {content}", max_bytes))
-                data = content.read_bytes()
+                data = read_regular_file(content, max_bytes)
             except FileNotFoundError:
                 raise UserError(f"input file not found: {content}") from None
-            except IsADirectoryError:
-                raise UserError(f"input file {content} is a folder") from None
+            except NotARegularFile as refusal:
+                raise UserError(f"input file {refusal}") from None
             except OSError as error:
                 raise UserError(f"cannot read input file {content}: {error.strerror}") from None
+            if len(data) > max_bytes:
+                raise UserError(_too_large(f"input file {content}", max_bytes))
         else:
             data = bytes(content)
         total += len(data)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
@@ -15,6 +13,7 @@ from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
+from sandcrew.core import NotARegularFile, read_regular_file
 from sandcrew.errors import UserError
 from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult, OutputEvent
 
@@ -149,19 +148,15 @@ def read_program(source: str, *, limit: int) -> str:
         raw = _read_at_most(sys.stdin.buffer, limit + 1, shown)
     else:
         try:
-            # Not blocking: a FIFO opens at once, and is then refused like any non-file.
-            handle = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            raw = read_regular_file(source, limit)
         except FileNotFoundError:
             raise UserError(f"no such file: {source}") from None
-        except OSError as error:
-            raise UserError(f"cannot read {source}: {error}") from None
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            os.close(handle)
+        except NotARegularFile:
             raise UserError(
                 f"cannot read {source}: not a regular file (give a file, or - for stdin)"
-            )
-        with os.fdopen(handle, "rb") as file:
-            raw = _read_at_most(file, limit + 1, shown)
+            ) from None
+        except OSError as error:
+            raise UserError(f"cannot read {source}: {error}") from None
     if len(raw) > limit:
         raise UserError(f"{shown} is larger than the sandbox accepts (at most {limit} bytes)")
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from pathlib import Path
 
 import docker
@@ -224,6 +226,35 @@ async def test_a_missing_host_file_is_a_clear_error(sandbox: DockerSandbox, tmp_
         await sandbox.run("print(1)", files={"data.csv": tmp_path / "nothing.csv"})
     with pytest.raises(UserError, match="is a folder"):
         await sandbox.run("print(1)", files={"data.csv": tmp_path})
+
+
+async def test_a_fifo_or_an_endless_device_as_input_is_refused_at_once(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "data.fifo"
+    os.mkfifo(fifo)
+    # A FIFO with no writer would block the open forever; a device's size says 0.
+    with pytest.raises(UserError, match=r"input file .*data\.fifo is not a regular file"):
+        await asyncio.wait_for(sandbox.run("print(1)", files={"data.csv": fifo}), timeout=10)
+    with pytest.raises(UserError, match=r"input file /dev/zero is not a regular file"):
+        await sandbox.run("print(1)", files={"data.csv": Path("/dev/zero")})
+
+
+async def test_a_host_file_over_the_cap_is_refused_without_reading_it_all(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * (1024 * 1024 + 1))
+    config = SandboxConfig(max_input_bytes=1024 * 1024)
+    async with DockerSandbox(config, docker_client=docker_client) as sandbox:
+        with pytest.raises(UserError, match=r"input file .*big\.bin: more than the input limit"):
+            await sandbox.run("print(1)", files={"big.bin": big})
+        exact = tmp_path / "exact.bin"
+        exact.write_bytes(b"y" * (1024 * 1024))
+        result = await sandbox.run(
+            "import os\nprint(os.path.getsize('exact.bin'))", files={"exact.bin": exact}
+        )
+    assert (result.exit_code, result.stdout) == (0, "1048576\n"), result
 
 
 @pytest.mark.parametrize("chunk_size", [1, 7, 4096])

@@ -1,0 +1,43 @@
+"""Reading a file a user named: a regular file only, and never more than a cap.
+
+A path can name a FIFO (``open`` waits for a writer that may never come), a device
+(``/dev/zero`` never ends, and its size says 0) or a folder; each is refused at
+once, and a regular file is read up to one byte past the cap, so a caller can tell
+"too large" without holding more than that.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+class NotARegularFile(OSError):
+    """The path names something other than a regular file (a folder, a FIFO, a device)."""
+
+    def __init__(self, path: str | Path, mode: int) -> None:
+        self.is_folder = stat.S_ISDIR(mode)
+        kind = "a folder" if self.is_folder else "not a regular file"
+        super().__init__(f"{path} is {kind}")
+
+
+def read_regular_file(path: str | Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file at ``path`` (links followed).
+
+    Raises :class:`NotARegularFile` for anything else, ``FileNotFoundError`` and the
+    other ``OSError`` s of opening and reading as they are.
+    """
+    # Not blocking: a FIFO opens at once without a writer, and is then refused.
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(handle).st_mode
+    except OSError:
+        os.close(handle)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(handle)
+        raise NotARegularFile(path, mode)
+    with os.fdopen(handle, "rb") as file:
+        # A buffered read(size) returns early only at the end of the file.
+        return file.read(limit + 1)
