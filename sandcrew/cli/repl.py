@@ -29,7 +29,9 @@ from sandcrew.cli import _options as options, _output
 from sandcrew.cli._files import files_from_paths
 from sandcrew.cli._output import is_terminal
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
+from sandcrew.errors import UserError
 from sandcrew.sandbox import (
+    Artifact,
     CellResult,
     DisplayOutput,
     DockerSandbox,
@@ -279,15 +281,20 @@ def _show(result: CellResult, count: int, images: Path, tag: str) -> None:
 
 
 def _save_images(output: DisplayOutput, folder: Path, stem: str) -> list[Path]:
+    """Each image as a new file (the rules of ``--out``: no link followed, nothing replaced)."""
     saved = []
     for media_type, suffix in IMAGE_SUFFIXES.items():
         data = output.data.get(media_type)
         if data is None:
             continue
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{stem}{suffix}"
-        path.write_bytes(data if isinstance(data, bytes) else data.encode())
-        saved.append(path)
+        content = data if isinstance(data, bytes) else data.encode()
+        image = Artifact(name=stem + suffix, size=len(content), media_type=media_type, data=content)
+        try:
+            image.save(folder)
+        except UserError as refusal:
+            _status(f"[image not saved: {refusal}]", style="yellow")
+            continue
+        saved.append(folder / image.name)
     return saved
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.cli.repl import _save_images
+from sandcrew.sandbox import DisplayOutput
 from tests.process import cli_on_terminal, run_cli
 
 pytestmark = pytest.mark.docker
@@ -126,3 +128,25 @@ def test_a_bash_repl_keeps_variables_functions_and_the_directory(tmp_path: Path)
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "14\nsub\n"
+
+
+def test_an_image_never_replaces_a_file_nor_follows_a_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images, victim = tmp_path / "images", tmp_path / "victim"
+    images.mkdir()
+    victim.mkdir()
+    (images / "s-cell1-1.png").write_bytes(b"mine")
+    (images / "s-cell2-1.png").symlink_to(victim / "planted.png")
+    image = DisplayOutput(kind="display", data={"image/png": tiny_png()})
+
+    assert _save_images(image, images, "s-cell1-1") == []
+    assert _save_images(image, images, "s-cell2-1") == []
+    assert _save_images(image, images, "s-cell3-1") == [images / "s-cell3-1.png"]
+
+    assert (images / "s-cell1-1.png").read_bytes() == b"mine"
+    assert not list(victim.iterdir())
+    assert (images / "s-cell3-1.png").read_bytes() == tiny_png()
+    notes = capsys.readouterr().err
+    assert "image not saved: cannot save s-cell1-1.png" in notes
+    assert "image not saved: cannot save s-cell2-1.png" in notes
