@@ -76,23 +76,53 @@ def check_auth_token(token: str | None, *, host: str) -> None:
         )
 
 
-class HttpGuard:
-    """ASGI middleware: the bearer token, and an :class:`HttpCaller` for every request."""
+def body_limit(max_code_bytes: int, max_input_bytes: int) -> int:
+    """The largest request body served: a call with the largest program and input files,
+    twice over for JSON's escapes, and a mebibyte for the rest of the message."""
+    return 2 * (max_code_bytes + max_input_bytes) + (1 << 20)
 
-    def __init__(self, app: AsgiApp, *, token: str | None) -> None:
+
+class HttpGuard:
+    """ASGI middleware: the bearer token, a bound on request bodies, and an
+    :class:`HttpCaller` for every request."""
+
+    def __init__(self, app: AsgiApp, *, token: str | None, max_body_bytes: int) -> None:
         self._app = app
         self._expected = None if token is None else f"Bearer {token}".encode()
+        self._max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            # The SDK's app serves HTTP only; anything else (a websocket) is refused.
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
             await self._app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
         if self._expected is not None and not hmac.compare_digest(
             headers.get(b"authorization", b""), self._expected
         ):
-            await _unauthorized(send)
+            await _refuse(send, 401, _UNAUTHORIZED)
             return
+        declared = headers.get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self._max_body_bytes:
+            await _refuse(send, 413, self._too_large())
+            return
+        # Read here, bounded (a chunked body declares no length), and handed to the app
+        # whole: the SDK reads the whole body before anything else in any case.
+        body = await _read_body(receive, self._max_body_bytes)
+        if body is None:
+            await _refuse(send, 413, self._too_large())
+            return
+        await self._serve(scope, _replaying(body, receive), send, headers)
+
+    def _too_large(self) -> str:
+        return f"request body larger than the server accepts ({self._max_body_bytes} bytes)"
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
+    ) -> None:
         session = headers.get(b"mcp-session-id")
         peer = scope.get("client") or ("?", 0)
         client = f"session {session.decode('latin-1')}" if session else f"{peer[0]}:{peer[1]}"
@@ -119,25 +149,48 @@ class HttpGuard:
                     await watcher
 
 
+async def _read_body(receive: Receive, limit: int) -> list[Message] | None:
+    """The request's body messages, or None once they pass ``limit`` bytes (the rest unread).
+
+    A disconnect before the end is kept as the last message, for the app to see.
+    """
+    messages: list[Message] = []
+    read = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages
+        read += len(message.get("body", b""))
+        if read > limit:
+            return None
+        if not message.get("more_body"):
+            return messages
+
+
+def _replaying(messages: list[Message], receive: Receive) -> Receive:
+    """``receive`` that first gives the messages already read."""
+    pending = list(messages)
+
+    async def replay_then_receive() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay_then_receive
+
+
 async def _watch_disconnect(receive: Receive, caller: HttpCaller) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     caller.gone.set()
 
 
-async def _unauthorized(send: Send) -> None:
-    body = json.dumps(
-        {"error": "unauthorized: send the server's token as 'Authorization: Bearer <token>'"}
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="sandcrew"'),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+_UNAUTHORIZED = "unauthorized: send the server's token as 'Authorization: Bearer <token>'"
+
+
+async def _refuse(send: Send, status: int, why: str) -> None:
+    body = json.dumps({"error": why}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="sandcrew"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -31,7 +31,13 @@ from sandcrew.core import ConfigurationError, SandcrewError, UserError
 from sandcrew.crew import CrewSettings
 from sandcrew.functions import FunctionTool, ToolResult
 from sandcrew.mcp._admission import Admission, QueueFull, QueueLimits
-from sandcrew.mcp._http import HttpCaller, HttpGuard, caller_of, check_auth_token
+from sandcrew.mcp._http import (
+    HttpCaller,
+    HttpGuard,
+    body_limit,
+    caller_of,
+    check_auth_token,
+)
 from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
@@ -42,6 +48,8 @@ Transport = Literal["stdio", "streamable-http"]
 SERVER_NAME = "sandcrew"
 _log = logging.getLogger("sandcrew.mcp")
 STDIO_CLIENT = "stdio"
+MAX_CONNECTIONS = 256
+"""HTTP connections and requests served at once (uvicorn answers 503 past it)."""
 T = TypeVar("T")
 
 
@@ -244,7 +252,15 @@ async def serve(
         serving = asyncio.ensure_future(_run_stdio(server))
     else:
         serving = asyncio.ensure_future(
-            _serve_http(server, host=host, port=port, auth_token=auth_token)
+            _serve_http(
+                server,
+                host=host,
+                port=port,
+                auth_token=auth_token,
+                max_body_bytes=body_limit(
+                    settings.sandbox.max_code_bytes, settings.sandbox.max_input_bytes
+                ),
+            )
         )
     # uvicorn handles SIGTERM itself while it serves, then restores this handler and
     # raises the signal again: by then the serving is over and the cleanup goes on.
@@ -267,8 +283,20 @@ async def _run_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[Any], *, host: str, port: int, auth_token: str | None) -> None:
-    app = HttpGuard(server.streamable_http_app(host=host), token=auth_token)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+async def _serve_http(
+    server: Server[Any], *, host: str, port: int, auth_token: str | None, max_body_bytes: int
+) -> None:
+    app = HttpGuard(
+        server.streamable_http_app(host=host), token=auth_token, max_body_bytes=max_body_bytes
+    )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        # Connections and requests at once: past it a request gets 503 at once.
+        limit_concurrency=MAX_CONNECTIONS,
+    )
     # uvicorn stops on SIGINT and SIGTERM by itself, finishing open requests first.
     await uvicorn.Server(config).serve()

@@ -68,6 +68,38 @@ async def test_http_wants_the_bearer_token() -> None:
     assert result.structured_content["stdout"] == "42\n"
 
 
+async def test_a_request_body_past_the_bound_is_refused_unread() -> None:
+    # The bound: twice the largest program and input files, and a mebibyte: 5 MiB here.
+    caps = {
+        "SANDCREW_SANDBOX__MAX_CODE_BYTES": "1048576",
+        "SANDCREW_SANDBOX__MAX_INPUT_BYTES": "1048576",
+    }
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(6):  # no Content-Length: the bound counts what is read
+            yield b" " * (1 << 20)
+
+    with http_mcp_server(env={"SANDCREW_MCP_AUTH_TOKEN": TOKEN, **caps}) as (url, _):
+        async with httpx2.AsyncClient(timeout=60) as raw:
+            declared = await raw.post(url, content=b" " * (6 << 20), headers=headers)
+            chunked = await raw.post(url, content=chunks(), headers=headers)
+        # The server goes on serving, a program of the largest size included.
+        async with http_session(url) as session:
+            largest = "print(len('" + "x" * ((1 << 20) - 40) + "'))"
+            result = await session.call_tool("run_code", {"code": largest})
+
+    for refused in (declared, chunked):
+        assert refused.status_code == 413, refused.text
+        assert "request body larger than the server accepts (5242880 bytes)" in refused.text
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["exit_code"] == 0, result.structured_content
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
