@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -203,9 +202,9 @@ async def _solve(
 
 
 def print_result(result: CrewResult) -> None:
-    """The ``--json`` document: the outcome's own dump (non-ASCII escaped, so no control
-    character of a model's or a program's text reaches the terminal)."""
-    typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+    """The ``--json`` document: the outcome's own dump, every control character of a
+    model's or a program's text escaped (C1 and DEL too), other text kept as it is."""
+    typer.echo(_output.json_text(result.model_dump(mode="json"), indent=2))
 
 
 def exit_code_for(result: CrewResult) -> ExitCode:

@@ -25,7 +25,10 @@ from sandcrew.transcript import (
 from tests.crew.conftest import (
     FIBONACCI_ANSWER,
     FIBONACCI_TASK,
+    admin_final_turn,
+    coder_turn,
     happy_path_turns,
+    review_turn,
     run_cli,
 )
 from tests.sandbox.helpers import our_containers, shared_client
@@ -323,3 +326,25 @@ def test_quiet_or_piped_json_solve_keeps_stderr_empty(
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stderr == ""
+
+
+def test_solve_json_escapes_every_control_character_and_keeps_other_text(
+    scripted_model_server: ScriptedModelServer,
+) -> None:
+    # The program prints ESC, DEL and a C1 CSI (a screen clear on many terminals).
+    hostile = "```python\nprint('esc\\x1b[2J del\\x7f csi\\x9b2J ünïcødé 中文')\n```"
+    scripted_model_server.add(coder_turn(hostile), review_turn(), admin_final_turn())
+
+    completed = run_cli(
+        "solve",
+        FIBONACCI_TASK,
+        *("--base-url", scripted_model_server.base_url, "--model", "scripted", "--json"),
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert not any(ord(char) < 0x20 and char != "\n" for char in completed.stdout)
+    assert not any(0x7F <= ord(char) < 0xA0 for char in completed.stdout)
+    assert "ünïcødé 中文" in completed.stdout
+    summary = json.loads(completed.stdout)
+    (run,) = summary["runs"]
+    assert run["stdout"] == "esc\x1b[2J del\x7f csi\x9b2J ünïcødé 中文\n"
