@@ -172,6 +172,18 @@ def _unlink(name: str, folder: int) -> bool:
     return True
 
 
+def _unlink_files(folder: int, give_up: float) -> list[str]:
+    """Remove every non-folder entry of ``folder``; the subfolders left. Raises
+    :class:`TimeoutError` past ``give_up`` (one folder may hold a million files)."""
+    subfolders = []
+    for count, entry in enumerate(os.listdir(folder), start=1):
+        if not _unlink(entry, folder):
+            subfolders.append(entry)
+        if count % 1024 == 0 and time.monotonic() > give_up:
+            raise TimeoutError("the task's files were not deleted in time")
+    return subfolders
+
+
 def remove_entry(folder: str, name: str, give_up: float) -> None:
     """Delete ``folder/name`` and everything under it, without recursion and by ``give_up``.
 
@@ -198,7 +210,7 @@ def remove_entry(folder: str, name: str, give_up: float) -> None:
                 raise TimeoutError("the task's files were not deleted in time")
             emptied, pending = path[-1]
             if pending is None:
-                pending = [entry for entry in os.listdir(current) if not _unlink(entry, current)]
+                pending = _unlink_files(current, give_up)
                 path[-1] = (emptied, pending)
             if pending:
                 subfolder = pending.pop()

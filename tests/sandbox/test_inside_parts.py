@@ -234,6 +234,28 @@ def test_deleting_stops_at_its_time_bound(tmp_path: Path) -> None:
         remove_entry(str(tmp_path), "task", time.monotonic() - 1)
 
 
+def test_deleting_a_folder_of_many_files_stops_at_its_time_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sandcrew.sandbox._inside.reaper as reaper
+
+    (tmp_path / "task").mkdir()
+    for number in range(3000):
+        (tmp_path / "task" / str(number)).touch()
+    readings = iter([0.0])  # the walk's first look at the clock; every later one is late
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return next(readings, 10.0)
+
+    monkeypatch.setattr(reaper, "time", Clock)
+    with pytest.raises(TimeoutError):
+        remove_entry(str(tmp_path), "task", 1.0)
+    # It stopped within the folder: after 1,024 files, not after all of them.
+    assert len(os.listdir(tmp_path / "task")) == 3000 - 1024
+
+
 def test_owned_entries_are_those_of_the_uid(tmp_path: Path) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "link").symlink_to("/")
