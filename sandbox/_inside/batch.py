@@ -639,8 +639,13 @@ def main(arguments: list[str]) -> None:
     for shared in SHARED_FOLDERS:
         try:
             os.chmod(shared, 0o755)
+        except FileNotFoundError:
+            continue  # not there: nothing to share
         except OSError:
-            pass
+            pass  # read-only, say: what counts is that no task can write in it
+        if os.stat(shared).st_mode & 0o022 and not os.statvfs(shared).f_flag & os.ST_RDONLY:
+            sys.stderr.write("sandcrew: cannot make " + shared + " unwritable for tasks\n")
+            os._exit(START_FAILED_EXIT)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     channel, zygote_channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     if os.fork() == 0:
