@@ -22,14 +22,16 @@ class NotARegularFile(OSError):
         super().__init__(f"{path} is {kind}")
 
 
-def read_regular_file(path: str | Path, limit: int) -> bytes:
-    """At most ``limit + 1`` bytes of the regular file at ``path`` (links followed).
+def read_regular_file(path: str | Path, limit: int, *, follow_link: bool = True) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file at ``path``.
 
-    Raises :class:`NotARegularFile` for anything else, ``FileNotFoundError`` and the
-    other ``OSError`` s of opening and reading as they are.
+    ``follow_link=False`` refuses a link at the end of the path (``ELOOP``). Raises
+    :class:`NotARegularFile` for anything but a regular file, ``FileNotFoundError``
+    and the other ``OSError`` s of opening and reading as they are.
     """
     # Not blocking: a FIFO opens at once without a writer, and is then refused.
-    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_link else os.O_NOFOLLOW)
+    handle = os.open(path, flags)
     try:
         mode = os.fstat(handle).st_mode
     except OSError:

@@ -19,13 +19,12 @@ The bytes come from the run itself (``solve --html``) or from the files that
 from __future__ import annotations
 
 import base64
-import os
 import re
-import stat
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 
+from sandcrew.core import read_regular_file
 from sandcrew.crew import CrewResult
 from sandcrew.errors import UserError
 from sandcrew.html_page import html_page, meta_line
@@ -90,25 +89,14 @@ def saved_artifact_bytes(events: list[TranscriptEvent]) -> dict[tuple[int, str],
         for artifact in artifacts:
             if artifact.path is None or artifact.size > INLINE_IMAGE_BYTES:
                 continue
-            data = _read_saved_file(artifact.path, INLINE_IMAGE_BYTES + 1)
-            if data is None:
+            try:
+                # Never through a link at its end, nor blocking on a FIFO put there since.
+                data = read_regular_file(artifact.path, INLINE_IMAGE_BYTES, follow_link=False)
+            except OSError:
                 continue
             if len(data) == artifact.size:
                 found[(number, artifact.name)] = data
     return found
-
-
-def _read_saved_file(path: str, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of the regular file at ``path``, never through a link at its end
-    (nor blocking on a FIFO put there since); None if it is anything else."""
-    try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(handle, "rb") as file:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            return None
-        return file.read(limit)
 
 
 def render_transcript_page(
