@@ -17,8 +17,7 @@ class NotARegularFile(OSError):
     """The path names something other than a regular file (a folder, a FIFO, a device)."""
 
     def __init__(self, path: str | Path, mode: int) -> None:
-        self.is_folder = stat.S_ISDIR(mode)
-        kind = "a folder" if self.is_folder else "not a regular file"
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
         super().__init__(f"{path} is {kind}")
 
 
@@ -34,12 +33,11 @@ def read_regular_file(path: str | Path, limit: int, *, follow_link: bool = True)
     handle = os.open(path, flags)
     try:
         mode = os.fstat(handle).st_mode
-    except OSError:
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(path, mode)
+    except BaseException:
         os.close(handle)
         raise
-    if not stat.S_ISREG(mode):
-        os.close(handle)
-        raise NotARegularFile(path, mode)
     with os.fdopen(handle, "rb") as file:
         # A buffered read(size) returns early only at the end of the file.
         return file.read(limit + 1)
