@@ -170,10 +170,11 @@ async def _read_body(receive: Receive, limit: int) -> list[Message] | None:
 
 def _replaying(messages: list[Message], receive: Receive) -> Receive:
     """``receive`` that first gives the messages already read."""
-    pending = list(messages)
+    pending = iter(messages)
 
     async def replay_then_receive() -> Message:
-        return pending.pop(0) if pending else await receive()
+        message = next(pending, None)
+        return message if message is not None else await receive()
 
     return replay_then_receive
 
