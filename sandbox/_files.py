@@ -108,19 +108,7 @@ def load_input_files(
     for name, content in files.items():
         check_file_name(name)
         folders.update("/".join(name.split("/")[:depth]) for depth in range(1, name.count("/") + 1))
-        if isinstance(content, Path):
-            try:
-                data = read_regular_file(content, max_bytes)
-            except FileNotFoundError:
-                raise UserError(f"input file not found: {content}") from None
-            except NotARegularFile as refusal:
-                raise UserError(f"input file {refusal}") from None
-            except OSError as error:
-                raise UserError(f"cannot read input file {content}: {error.strerror}") from None
-            if len(data) > max_bytes:
-                raise UserError(_too_large(f"input file {content}", max_bytes))
-        else:
-            data = bytes(content)
+        data = read_input_file(content, max_bytes) if isinstance(content, Path) else bytes(content)
         total += len(data)
         if total > max_bytes:
             raise UserError(_too_large("the input files", max_bytes))
@@ -129,6 +117,38 @@ def load_input_files(
     if clash:
         raise UserError(f"input file name {sorted(clash)[0]!r} is also used as a folder")
     return loaded
+
+
+def read_input_file(path: Path, limit: int, *, setting: str = "max_input_bytes") -> bytes:
+    """The bytes of the host file ``path``, read to one byte past ``limit`` at most.
+
+    A missing path, a folder, a FIFO, a device or a file over ``limit`` is a
+    :class:`UserError` (``setting`` names the limit to raise); nothing larger than
+    the limit is ever held.
+    """
+    try:
+        data = read_regular_file(path, limit)
+    except FileNotFoundError:
+        raise UserError(f"input file not found: {path}") from None
+    except NotARegularFile as refusal:
+        raise UserError(f"input file {refusal}") from None
+    except OSError as error:
+        raise UserError(f"cannot read input file {path}: {error.strerror}") from None
+    if len(data) > limit:
+        raise UserError(_too_large(f"input file {path}", limit, setting))
+    return data
+
+
+def files_below(source: Path) -> list[tuple[str, Path]]:
+    """The regular files of the host folder ``source`` by ``/``-separated names relative to it
+    (links left out), or ``[("", source)]`` when ``source`` is not a folder."""
+    if not source.is_dir():
+        return [("", source)]
+    return [
+        (path.relative_to(source).as_posix(), path)
+        for path in sorted(source.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    ]
 
 
 def parse_artifacts(
@@ -172,7 +192,5 @@ def _safe_artifact_name(name: str) -> bool:
     )
 
 
-def _too_large(what: str, limit: int) -> str:
-    return (
-        f"{what}: more than the input limit of {limit} bytes (raise max_input_bytes to allow more)"
-    )
+def _too_large(what: str, limit: int, setting: str = "max_input_bytes") -> str:
+    return f"{what}: more than the input limit of {limit} bytes (raise {setting} to allow more)"

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Self
 from ..core import UserError
 from ._container import Launch, LaunchedContainer, create_options, discard_container
 from ._errors import EmptyCodeError, SandboxError, UnsupportedLanguageError
-from ._files import check_file_name
+from ._files import check_file_name, files_below, read_input_file
 from ._inside_command import inside_command
 from ._languages import normalize_language
 from ._live import OutputCallback
@@ -374,8 +374,13 @@ class Session:
         """
         check_file_name(name)
         if isinstance(data, Path):
-            for relative, path in await asyncio.to_thread(_files_of, data):
-                content = await asyncio.to_thread(path.read_bytes)
+            for relative, path in await asyncio.to_thread(files_below, data):
+                content = await asyncio.to_thread(
+                    read_input_file,
+                    path,
+                    self.limits.max_file_bytes,
+                    setting="SessionLimits.max_file_bytes",
+                )
                 await self._put(f"{name}/{relative}" if relative else name, content)
             return
         await self._put(name, bytes(data))
@@ -596,23 +601,10 @@ def _javascript_driver() -> str:
     return _JAVASCRIPT_DRIVER.read_text(encoding="utf-8")
 
 
-def _files_of(source: Path) -> list[tuple[str, Path]]:
-    """A host file (``""``, itself) or the regular files of a host folder, links left out."""
-    if not source.exists():
-        raise UserError(f"no such file or folder: {source}")
-    if not source.is_dir():
-        return [("", source)]
-    return [
-        (path.relative_to(source).as_posix(), path)
-        for path in sorted(source.rglob("*"))
-        if path.is_file() and not path.is_symlink()
-    ]
-
-
 def _json_object(payload: bytes) -> dict[str, Any]:
     try:
         value = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

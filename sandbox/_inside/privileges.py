@@ -7,7 +7,8 @@ _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _CAPABILITY_VERSION_3 = 0x20080522
 
-_libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)
+"""The C library, for the system calls :mod:`os` does not offer."""
 
 
 def make_undumpable() -> None:
@@ -15,7 +16,7 @@ def make_undumpable() -> None:
 
     Set on the process itself rather than trusting the host's ``fs.suid_dumpable``.
     """
-    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
 
 
@@ -30,11 +31,11 @@ def drop_to(uid: int, gid: int) -> None:
     :func:`make_undumpable` again.
     """
     capability = 0
-    while _libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:  # until EINVAL: past the last
+    while libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:  # until EINVAL: past the last
         capability += 1
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)  # 0: this process
-    if _libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+    if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
         raise OSError(ctypes.get_errno(), "capset")

@@ -22,9 +22,10 @@ import signal
 import stat
 import time
 
+from .privileges import libc
+
 _IPC_RMID = 0
 _IPC_KINDS = ("shm", "msg", "sem")
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def end_every_other_process(within: float) -> None:
@@ -106,9 +107,9 @@ def ipc_objects_of(table: str, uid: int) -> list[int]:
 def remove_own_ipc_objects(uid: int) -> bool:
     """As ``uid``: remove its SysV IPC objects (owner or creator may); whether none is left."""
     removers = {
-        "shm": lambda ident: _libc.shmctl(ident, _IPC_RMID, None),
-        "msg": lambda ident: _libc.msgctl(ident, _IPC_RMID, None),
-        "sem": lambda ident: _libc.semctl(ident, 0, _IPC_RMID),
+        "shm": lambda ident: libc.shmctl(ident, _IPC_RMID, None),
+        "msg": lambda ident: libc.msgctl(ident, _IPC_RMID, None),
+        "sem": lambda ident: libc.semctl(ident, 0, _IPC_RMID),
     }
     left = False
     for kind in _IPC_KINDS:

@@ -45,6 +45,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -52,18 +53,23 @@ from typing import Any
 
 from .framing import write_all
 from .privileges import drop_to, make_undumpable
-from .reaper import end_every_other_process
+from .reaper import end_every_other_process, remove_own_ipc_objects
 from .session_channel import (
     COMMANDS_FD,
     DISPLAY,
+    DROPPED_DISPLAY,
     MESSAGES_FD,
     READY,
     RESULT,
     ChannelError,
     MessageReader,
+    clean_count,
+    clean_display,
+    clean_result,
     encode_command,
 )
 from .session_files import file_request
+from .session_integrity import holders_seen_as, tampering
 
 FRAME_START = b"\x1e"
 _REQUEST_HEADER_LIMIT = 256
@@ -71,8 +77,7 @@ _REINTERRUPT_SECONDS = 0.5
 _STARTUP_ERRORS = 2048
 _CHUNK = 64 * 1024
 _MAX_FD = 65536
-_LISTING_LIMIT = 10_000
-_NAME_LIMIT = 4096
+_IPC_CLEANUP_SECONDS = 5.0
 # The container's OOM-kill counter: cgroup v2, then v1.
 _OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
@@ -103,7 +108,11 @@ class Interpreter:
     reader: MessageReader
     started: float
     oom_kills: int
+    channel: frozenset[tuple[int, int]]
+    """The ``(descriptor, inode)`` of the channel's two sockets in the interpreter."""
     ready: bool = False
+    cells: int = 0
+    """Cells given to this interpreter."""
     outgoing: bytearray = field(default_factory=bytearray)
     keep: set[int] = field(default_factory=set)
     """Processes of the interpreter itself (a driver's shell), spared when a cell is ended."""
@@ -143,6 +152,8 @@ class Supervisor:
         self.cell: Cell | None = None
         self.lost_reason: str | None = None
         self.helpers: dict[int, Helper] = {}
+        self.helper_processes: set[int] = set()
+        """File helpers not reaped yet (a helper may still be ending after its answer came)."""
         self.requests = bytearray()
         self.startup_errors = b""
         self.relayed = {"out": 0, "err": 0, "display": 0}
@@ -190,8 +201,15 @@ class Supervisor:
         settings = self.settings
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
-        commands_read, commands_write = os.pipe()
-        messages_read, messages_write = os.pipe()
+        # Socket pairs, not pipes: no other process can open them through /proc.
+        commands_write, commands_read = _socket_pair()
+        messages_read, messages_write = _socket_pair()
+        channel = frozenset(
+            {
+                (COMMANDS_FD, os.fstat(commands_read).st_ino),
+                (MESSAGES_FD, os.fstat(messages_write).st_ino),
+            }
+        )
         oom_kills = _oom_kills()
         pid = os.fork()
         if pid == 0:
@@ -222,6 +240,7 @@ class Supervisor:
             reader=MessageReader(settings.display_bytes + _CHUNK),
             started=time.monotonic(),
             oom_kills=oom_kills,
+            channel=channel,
         )
         self.selector.register(out_read, selectors.EVENT_READ, "out")
         self.selector.register(err_read, selectors.EVENT_READ, "err")
@@ -285,14 +304,14 @@ class Supervisor:
 
     def reap_quietly(self) -> None:
         try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
+            while (pid := os.waitpid(-1, os.WNOHANG)[0]) > 0:
+                self.helper_processes.discard(pid)
         except ChildProcessError:
             pass
 
     def kill_cell_processes(self) -> None:
         """End every process but the interpreter (and the file helpers): what a cell started."""
-        keep = {1, os.getpid(), *self.helpers}
+        keep = {1, os.getpid(), *self.helper_processes}
         if self.interpreter is not None:
             keep.add(self.interpreter.pid)
             keep.update(self.interpreter.keep)
@@ -313,6 +332,7 @@ class Supervisor:
         self.drain()
         self.close_interpreter()
         self.kill_everything()
+        self.remove_ipc_objects()
         if self.cell is not None:
             self.end_cell(
                 count=None,
@@ -321,6 +341,39 @@ class Supervisor:
                 reason=reason,
             )
         self.spawn()
+
+    def replace_interpreter(self, reason: str) -> None:
+        """Between cells: a fresh interpreter; the waiting cell runs there and says why."""
+        self.lost_reason = reason
+        self.emit_json("lost", {"reason": reason})
+        cell, self.cell = self.cell, None
+        self.restart(reason)
+        self.cell = cell
+
+    def remove_ipc_objects(self) -> None:
+        """The session's SysV IPC objects outlive its processes: remove them, as its uid."""
+        try:
+            pid = os.fork()
+        except OSError:
+            return
+        if pid == 0:
+            status = 1
+            try:
+                signal.set_wakeup_fd(-1)
+                drop_to(self.settings.uid, self.settings.gid)
+                status = 0 if remove_own_ipc_objects(self.settings.uid) else 1
+            finally:
+                os._exit(status)
+        give_up = time.monotonic() + _IPC_CLEANUP_SECONDS
+        while time.monotonic() < give_up:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                return
+            time.sleep(0.002)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
     def interpreter_died(self, status: int) -> None:
         interpreter = self.interpreter
@@ -359,11 +412,39 @@ class Supervisor:
         cell, interpreter = self.cell, self.interpreter
         if cell is None or cell.dispatched or interpreter is None or not interpreter.ready:
             return
+        problem = self.channel_problem(interpreter)
+        if problem is not None:
+            if interpreter.cells == 0:
+                # Nothing of the session's code has run in it: the check itself cannot work here.
+                self.emit_json("failed", {"reason": f"cannot vouch for the interpreter: {problem}"})
+                raise SystemExit(1)
+            self.replace_interpreter(
+                f"{problem}: the interpreter was ended and a fresh one started"
+            )
+            return  # the cell goes to the fresh interpreter once it is ready
         cell.dispatched = True
+        interpreter.cells += 1
         cell.deadline = time.monotonic() + cell.limit
-        interpreter.outgoing += encode_command({"seq": cell.seq, "code": cell.code})
+        interpreter.outgoing += encode_command(
+            {"seq": cell.seq, "code": cell.code, "display_limit": self.settings.display_bytes}
+        )
         cell.code = ""
         self.selector.register(interpreter.commands, selectors.EVENT_WRITE, "commands")
+
+    def channel_problem(self, interpreter: Interpreter) -> str | None:
+        """Why the interpreter's channel cannot be trusted for the next cell, if it cannot."""
+        expected = {(interpreter.pid, fd, inode) for fd, inode in interpreter.channel}
+        spared = {1, os.getpid(), *self.helper_processes}
+        try:
+            found = holders_seen_as(
+                self.settings.uid,
+                self.settings.gid,
+                frozenset(inode for _, inode in interpreter.channel),
+                spared,
+            )
+        except PermissionError as error:
+            return f"the session's processes cannot be checked ({error})"
+        return tampering(expected, found)
 
     def end_cell(
         self,
@@ -406,14 +487,20 @@ class Supervisor:
             keep = payload.get("keep")
             if isinstance(keep, list):
                 interpreter.keep = {pid for pid in keep[:8] if isinstance(pid, int) and pid > 1}
-            self.emit_json("ready", {"count": payload.get("count")})
+            self.emit_json("ready", {"count": clean_count(payload.get("count"))})
             self.dispatch()
         elif kind == DISPLAY:
-            self.relay("display", json.dumps(payload).encode())
+            output = clean_display(payload)
+            if payload.get("dropped") is not None:
+                self.truncated["display"] = True
+            elif output is not None:
+                self.relay("display", json.dumps(output).encode())
+        elif kind == DROPPED_DISPLAY:
+            self.truncated["display"] = True
         elif kind == RESULT:
             cell = self.cell
             if cell is not None and cell.dispatched and payload.get("seq") == cell.seq:
-                self.end_cell(count=payload.get("count"), error=payload.get("error"))
+                self.end_cell(**clean_result(payload))
 
     def check_cell_clock(self, now: float) -> None:
         cell = self.cell
@@ -444,6 +531,16 @@ class Supervisor:
             self.interrupt_timed_out_cell(cell, now)
         elif cell.next_interrupt is not None and now >= cell.next_interrupt:
             self.interrupt_timed_out_cell(cell, now)
+
+    def interrupt_cell(self) -> None:
+        """The host's interrupt: SIGINT now; past the grace, the interpreter is killed."""
+        cell, interpreter = self.cell, self.interpreter
+        if cell is None or not cell.dispatched or interpreter is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(interpreter.pid, signal.SIGINT)
+        if cell.grace_deadline is None:
+            cell.grace_deadline = time.monotonic() + self.settings.grace_seconds
 
     def interrupt_timed_out_cell(self, cell: Cell, now: float) -> None:
         """SIGINT the interpreter and end every other process, again until the cell reports.
@@ -499,9 +596,7 @@ class Supervisor:
         if kind == "run":
             self.begin_cell(int(ident), a / 1000, payload.decode())
         elif kind == "interrupt":
-            if self.cell is not None and self.interpreter is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.interpreter.pid, signal.SIGINT)
+            self.interrupt_cell()
         elif kind == "restart":
             self.lost_reason = None
             self.restart("the session was restarted")
@@ -540,6 +635,7 @@ class Supervisor:
             os._exit(0)
         os.close(write_end)
         os.set_blocking(read_end, False)
+        self.helper_processes.add(pid)
         self.helpers[pid] = Helper(ident=ident, fd=read_end, limit=max(limit, 0) + _CHUNK * 16)
         self.selector.register(read_end, selectors.EVENT_READ, ("helper", pid))
 
@@ -696,6 +792,7 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            self.helper_processes.discard(pid)
             if self.interpreter is not None and pid == self.interpreter.pid:
                 self.interpreter_died(status)
             elif pid in self.helpers:
@@ -709,6 +806,11 @@ class Supervisor:
             self.on_helper(pid)
             if pid in self.helpers and len(helper.data) == before:
                 return
+
+
+def _socket_pair() -> tuple[int, int]:
+    first, second = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return first.detach(), second.detach()
 
 
 def _wait_briefly(pid: int) -> int | None:

@@ -2,11 +2,15 @@
 
 Runs as the session's uid. Each cell is written to a file under ``/tmp`` and
 sourced by the shell (``. FILE``), so it runs in the shell itself, then the
-shell writes its status on a pipe only this driver reads. The shell has its own
-process group: an interrupt goes to the whole group (the shell and what it
-runs), and the shell's ``INT`` trap returns from the sourced cell, so the cell
-stops and the shell goes on. A cell that ends the shell (``exit``) ends this
-driver too; the supervisor then starts a fresh one (the state is lost).
+shell writes its status on a pipe this driver reads, behind a token made for
+that cell alone. The cell runs with that pipe closed and its standard input on
+``/dev/null``, and the token is in the line the shell read before the cell began,
+so a cell cannot end itself early by writing a status (``echo 0 >&5``) nor read
+the driver's next line. The shell has its own process group: an interrupt goes to
+the whole group (the shell and what it runs), and the shell's ``INT`` trap
+returns from the sourced cell, so the cell stops and the shell goes on. A cell
+that ends the shell (``exit``) ends this driver too; the supervisor then starts
+a fresh one (the state is lost).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import subprocess
 from typing import Any
@@ -22,6 +27,7 @@ from .session_channel import READY, RESULT, receive_command, send_message
 
 _CELL_FOLDER = "/tmp/.sandcrew-bash"
 _STATUS_FD = 5
+_STATUS_WINDOW = 8192
 _state: dict[str, Any] = {"in_cell": False, "shell": None}
 
 
@@ -32,17 +38,22 @@ def _on_interrupt(number: int, frame: Any) -> None:
             os.killpg(shell.pid, signal.SIGINT)
 
 
-def _read_status(fd: int) -> int | None:
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = os.read(fd, 64)
+def _read_status(fd: int, token: bytes) -> int | None:
+    """The status the shell wrote behind ``token``; ``None`` once the shell is gone.
+
+    Lines without the token (a cell that found the pipe's saved copy) are read and
+    dropped; at most a few KiB are held while looking.
+    """
+    pattern = re.compile(re.escape(token) + rb" (\d{1,3})\n")
+    seen = b""
+    while True:
+        chunk = os.read(fd, 4096)
         if not chunk:
             return None
-        line += chunk
-    try:
-        return int(line.split()[-1])
-    except (ValueError, IndexError):
-        return None
+        seen = (seen + chunk)[-_STATUS_WINDOW:]
+        found = pattern.search(seen)
+        if found is not None:
+            return int(found.group(1))
 
 
 def main(arguments: list[str]) -> None:
@@ -77,10 +88,15 @@ def main(arguments: list[str]) -> None:
         path = os.path.join(_CELL_FOLDER, f"cell-{count}.sh")
         with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(str(command.get("code", "")) + "\n")
+        token = os.urandom(16).hex()
         _state["in_cell"] = True
-        shell.stdin.write(f". {path}\nprintf '%s\\n' \"$?\" >&{_STATUS_FD}\n".encode())
+        # One line: the shell has read all of it (the token too) before the cell begins.
+        shell.stdin.write(
+            f". {path} </dev/null {_STATUS_FD}>&-; "
+            f"printf '{token} %s\\n' \"$?\" >&{_STATUS_FD}\n".encode()
+        )
         shell.stdin.flush()
-        status = _read_status(status_read)
+        status = _read_status(status_read, token.encode())
         _state["in_cell"] = False
         os.remove(path)
         if status is None:  # the cell ended the shell

@@ -25,10 +25,21 @@ import signal
 import sys
 from typing import Any
 
-from .session_channel import DISPLAY, READY, RESULT, receive_command, send_message
+from .session_channel import (
+    COMMANDS_FD,
+    DISPLAY,
+    MESSAGES_FD,
+    READY,
+    RESULT,
+    clean_error,
+    encode_message,
+    receive_command,
+    send_encoded,
+    send_message,
+)
 
 _BINARY_PREFIXES = ("image/", "application/pdf", "audio/", "video/")
-_state = {"in_cell": False}
+_state: dict[str, Any] = {"in_cell": False, "display_limit": None}
 
 
 def _on_interrupt(number: int, frame: Any) -> None:
@@ -68,7 +79,13 @@ def _flush() -> None:
 
 def _send_display(kind: str, data: dict[str, Any]) -> None:
     _flush()  # what the cell printed before the display comes first
-    send_message(DISPLAY, _bundle(kind, data))
+    message = encode_message(DISPLAY, _bundle(kind, data))
+    limit = _state["display_limit"]
+    if isinstance(limit, int) and len(message) > limit:
+        # Over what the cell may show: said, not sent (the supervisor would drop it anyway).
+        send_message(DISPLAY, {"kind": kind, "dropped": len(message)})
+        return
+    send_encoded(message)
 
 
 def _make_shell() -> Any:
@@ -168,9 +185,21 @@ def _reap_children() -> None:
         pass
 
 
+def _leave_the_channel() -> None:
+    """In a process a cell forked: the channel is the interpreter's, not the child's."""
+    for descriptor in (COMMANDS_FD, MESSAGES_FD):
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+
+
 def main(arguments: list[str]) -> None:
     sys.dont_write_bytecode = True
     sys.argv = [""]
+    # Programs a cell starts, and processes it forks, do not get the channel: the supervisor
+    # checks before each cell that only the interpreter holds it.
+    for descriptor in (COMMANDS_FD, MESSAGES_FD):
+        os.set_inheritable(descriptor, False)
+    os.register_at_fork(after_in_child=_leave_the_channel)
     _standard_streams()
     saved = {number: os.dup(number) for number in (1, 2)}
     signal.signal(signal.SIGINT, _on_interrupt)
@@ -181,6 +210,7 @@ def main(arguments: list[str]) -> None:
         if command is None:
             return
         _restore_streams(saved)
+        _state["display_limit"] = command.get("display_limit")
         shell.last_error = None
         count = shell.execution_count
         _state["in_cell"] = True
@@ -200,5 +230,5 @@ def main(arguments: list[str]) -> None:
         _flush()
         send_message(
             RESULT,
-            {"seq": command.get("seq"), "count": count, "error": shell.last_error},
+            {"seq": command.get("seq"), "count": count, "error": clean_error(shell.last_error)},
         )

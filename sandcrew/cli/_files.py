@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sandcrew.errors import UserError
 from sandcrew.sandbox import ExecutionResult, save_artifacts
+from sandcrew.sandbox._files import files_below
 
 
 def files_from_paths(paths: list[Path]) -> dict[str, Path]:
@@ -22,9 +23,8 @@ def files_from_paths(paths: list[Path]) -> dict[str, Path]:
 
     for path in paths:
         if path.is_dir():
-            for found in sorted(path.rglob("*")):
-                if found.is_file() and not found.is_symlink():
-                    add(found.relative_to(path).as_posix(), found)
+            for name, found in files_below(path):
+                add(name, found)
         elif path.is_file():
             add(path.name, path)
         elif path.exists():

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -150,3 +152,37 @@ def test_an_image_never_replaces_a_file_nor_follows_a_link(
     notes = capsys.readouterr().err
     assert "image not saved: cannot save s-cell1-1.png" in notes
     assert "image not saved: cannot save s-cell2-1.png" in notes
+
+
+def test_a_host_file_past_the_cap_is_refused_without_being_read_whole(tmp_path: Path) -> None:
+    # 600 MB (sparse: no disk used, but a whole read would hold it all in memory).
+    big = tmp_path / "big.bin"
+    with big.open("wb") as handle:
+        handle.truncate(600 * 1024 * 1024)
+    # A process of its own around the CLI, so that its peak memory is the CLI's alone.
+    measured = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import resource, subprocess, sys\n"
+            "done = subprocess.run(sys.argv[1:], input='print(1)\\n', capture_output=True, "
+            "text=True)\n"
+            "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+            "print(done.stderr, file=sys.stderr)",
+            sys.executable,
+            "-m",
+            "sandcrew",
+            "repl",
+            "--file",
+            str(big),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=START,
+        check=True,
+    )
+    status, peak_kib = (int(field) for field in measured.stdout.split())
+
+    assert status == 2, measured.stderr
+    assert "more than the input limit" in measured.stderr
+    assert peak_kib < 300 * 1024, f"the REPL held {peak_kib} KiB"

@@ -1,0 +1,109 @@
+"""The session channel's reader and the supervisor's channel check, on the host (no Docker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+from sandcrew.sandbox._inside.session_channel import (
+    DISPLAY,
+    DROPPED_DISPLAY,
+    ERROR_TEXT_LIMIT,
+    READY,
+    RESULT,
+    ChannelError,
+    MessageReader,
+    clean_display,
+    clean_result,
+    encode_message,
+)
+from sandcrew.sandbox._inside.session_integrity import channel_holders, tampering
+
+
+def test_messages_come_whole_whatever_the_chunks() -> None:
+    stream = encode_message(READY, {"count": 0}) + encode_message(RESULT, {"seq": 1, "count": 1})
+    reader = MessageReader(limit=1024)
+
+    got = [message for byte in stream for message in reader.feed(bytes([byte]))]
+
+    assert got == [(READY, {"count": 0}), (RESULT, {"seq": 1, "count": 1})]
+
+
+def test_a_display_over_the_limit_is_dropped_and_the_next_message_read() -> None:
+    big = encode_message(DISPLAY, {"kind": "display", "data": {"text/plain": "x" * 5000}})
+    after = encode_message(RESULT, {"seq": 3})
+    reader = MessageReader(limit=1024)
+
+    got = reader.feed(big[:2000]) + reader.feed(big[2000:] + after)
+
+    assert got == [(DROPPED_DISPLAY, {"size": len(big) - 5}), (RESULT, {"seq": 3})]
+
+
+@pytest.mark.parametrize(
+    ("stream", "problem"),
+    [
+        (b"z" + (2).to_bytes(4, "big") + b"{}", "unknown message kind"),
+        (RESULT + (5000).to_bytes(4, "big"), "a message of 5000 bytes"),
+        (DISPLAY + (3).to_bytes(4, "big") + b"{x}", "not JSON"),
+        (DISPLAY + (2).to_bytes(4, "big") + b"[]", "not a JSON object"),
+        (DISPLAY + (1000).to_bytes(4, "big") + b"[" * 1000, "nested too deeply"),
+    ],
+    ids=["unknown-kind", "oversized-result", "torn-json", "not-an-object", "deeply-nested"],
+)
+def test_a_broken_message_is_a_channel_error(stream: bytes, problem: str) -> None:
+    reader = MessageReader(limit=1024)
+    with pytest.raises(ChannelError, match=problem):
+        reader.feed(stream)
+
+
+def test_only_flat_strings_of_a_display_pass() -> None:
+    nested = json.loads("[" * 500 + "]" * 500)
+    cleaned = clean_display(
+        {
+            "kind": "result",
+            "data": {"text/plain": "7", "text/html": nested, "image/png": 3},
+            "binary": ["image/png", "text/plain", {"x": 1}],
+            "extra": nested,
+        }
+    )
+
+    assert cleaned == {"kind": "result", "data": {"text/plain": "7"}, "binary": ["text/plain"]}
+    assert clean_display({"data": "not a bundle"}) is None
+
+
+def test_a_result_keeps_a_number_and_bounded_strings_only() -> None:
+    nested = json.loads("[" * 500 + "]" * 500)
+    cleaned = clean_result(
+        {"count": True, "error": {"name": nested, "value": "v" * (ERROR_TEXT_LIMIT + 10)}}
+    )
+
+    assert cleaned["count"] is None
+    assert cleaned["error"]["name"] == "Error"
+    assert cleaned["error"]["value"].startswith("v" * ERROR_TEXT_LIMIT)
+    assert cleaned["error"]["value"].endswith("[10 characters cut]")
+    assert clean_result({"count": 4, "error": None}) == {"count": 4, "error": None}
+
+
+def test_the_channel_check_finds_every_holder_of_the_sockets() -> None:
+    ours, theirs = socket.socketpair()
+    inode = os.fstat(theirs.fileno()).st_ino
+    expected = {(os.getpid(), theirs.fileno(), inode)}
+    try:
+        alone = channel_holders(frozenset({inode}), [os.getpid()])
+        copy = os.dup(theirs.fileno())
+        try:
+            doubled = channel_holders(frozenset({inode}), [os.getpid()])
+        finally:
+            os.close(copy)
+    finally:
+        ours.close()
+        theirs.close()
+
+    assert alone == expected
+    assert tampering(expected, alone) is None
+    assert doubled == expected | {(os.getpid(), copy, inode)}
+    assert f"fd {copy}" in str(tampering(expected, doubled))
+    assert "no longer its channel" in str(tampering(expected, set()))
