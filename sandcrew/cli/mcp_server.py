@@ -65,6 +65,16 @@ def mcp(
             show_default="the server's",
         ),
     ] = None,
+    client_idle_timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=1,
+            help="Over HTTP: end a client's MCP session, and close its sessions, after this "
+            "many seconds with no request in flight and no open event stream (a client "
+            "killed without closing).",
+            show_default="60",
+        ),
+    ] = None,
     auth_token: Annotated[
         str | None,
         typer.Option(
@@ -133,6 +143,7 @@ def mcp(
             session_idle_timeout=session_idle_timeout,
             session_lifetime=session_lifetime,
             auth_token=auth_token,
+            **({} if client_idle_timeout is None else {"client_idle_timeout": client_idle_timeout}),
             queue=QueueLimits(**queue_bounds),
         )
     )

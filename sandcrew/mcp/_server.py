@@ -50,6 +50,9 @@ _log = logging.getLogger("sandcrew.mcp")
 STDIO_CLIENT = "stdio"
 MAX_CONNECTIONS = 256
 """HTTP connections and requests served at once (uvicorn answers 503 past it)."""
+CLIENT_IDLE_TIMEOUT = 60.0
+"""Seconds an HTTP client's MCP session may go with no request in flight and no open event
+stream before it ends (a client killed without its DELETE), closing its sandbox sessions."""
 T = TypeVar("T")
 
 
@@ -228,6 +231,7 @@ async def serve(
     max_sessions: int | None = None,
     session_idle_timeout: float | None = None,
     session_lifetime: float | None = None,
+    client_idle_timeout: float = CLIENT_IDLE_TIMEOUT,
 ) -> None:
     """Serve until the client goes away (stdio) or the process is told to stop.
 
@@ -260,6 +264,7 @@ async def serve(
                 max_body_bytes=body_limit(
                     settings.sandbox.max_code_bytes, settings.sandbox.max_input_bytes
                 ),
+                client_idle_timeout=client_idle_timeout,
             )
         )
     # uvicorn handles SIGTERM itself while it serves, then restores this handler and
@@ -284,10 +289,18 @@ async def _run_stdio(server: Server[Any]) -> None:
 
 
 async def _serve_http(
-    server: Server[Any], *, host: str, port: int, auth_token: str | None, max_body_bytes: int
+    server: Server[Any],
+    *,
+    host: str,
+    port: int,
+    auth_token: str | None,
+    max_body_bytes: int,
+    client_idle_timeout: float,
 ) -> None:
     app = HttpGuard(
-        server.streamable_http_app(host=host), token=auth_token, max_body_bytes=max_body_bytes
+        server.streamable_http_app(host=host, session_idle_timeout=client_idle_timeout),
+        token=auth_token,
+        max_body_bytes=max_body_bytes,
     )
     config = uvicorn.Config(
         app,

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
 from sandcrew.core import UserError
 from sandcrew.mcp._tools import (
     CellErrorResult,
@@ -46,6 +48,12 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 """Largest file a client may put into or get from a session."""
 
 OutputReporter = Callable[[OutputEvent], Awaitable[None]]
+
+CONNECTIONLESS = object()
+"""The owner of sessions made by calls that came on no connection of their own: the stateless
+form of the protocol (2026-07-28), and direct callers of the toolbox. Their sessions are
+reached by id alone (unguessable, as a capability is), count together against the server's
+cap, and live until ``session_close``, their idle timeout or lifetime, or the server's stop."""
 
 
 @dataclass
@@ -192,6 +200,13 @@ class ClientSessions:
         return Done()
 
     def listing(self, owner: object) -> SessionList:
+        if owner is CONNECTIONLESS:
+            # Other clients' sessions share this owner: their ids are not to be shown.
+            raise UserError(
+                "session_list needs a client connection of its own: calls in the stateless "
+                "form of the protocol (2026-07-28) reach a session only by the id "
+                "session_create returned"
+            )
         return SessionList(
             sessions=[self._info(key, entry) for key, entry in self._of(owner).items()],
             max_sessions=self._limits.max_sessions,
@@ -248,11 +263,17 @@ def _display(output: DisplayOutput) -> DisplayResult:
 
 
 def owner_of(context: Any) -> object | None:
-    """The client connection a request came on, or ``None`` when the SDK does not say.
+    """The client connection a request came on, or ``None`` when it has none of its own.
 
     The SDK's low-level handlers get the connection only through their session
     (``ServerSession._connection``); its per-connection teardown (``exit_stack``) is
-    where a client's sessions are closed when it goes away.
+    where a client's sessions are closed when it goes away. A request in the stateless
+    form of the protocol (2026-07-28) gets a connection that ends with the request: its
+    sessions must outlive it, so it counts as no connection (:data:`CONNECTIONLESS`).
     """
     connection = getattr(getattr(context, "session", None), "_connection", None)
-    return connection if hasattr(connection, "exit_stack") else None
+    if not hasattr(connection, "exit_stack"):
+        return None
+    if getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        return None
+    return connection

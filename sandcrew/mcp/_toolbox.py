@@ -14,7 +14,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 from sandcrew.agents import Message
 from sandcrew.core import UserError
 from sandcrew.crew import CrewResult, CrewSettings, solve_task
-from sandcrew.mcp._sessions import ClientSessions
+from sandcrew.mcp._sessions import CONNECTIONLESS, ClientSessions
 from sandcrew.mcp._tools import (
     MIB,
     CellRunResult,
@@ -28,10 +28,6 @@ from sandcrew.mcp._tools import (
     SessionList,
 )
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent, Sandbox, SandboxConfig
-
-# The owner of sessions created by calls that came on no known connection (direct
-# callers of the toolbox): they are closed when the toolbox is.
-_NO_CONNECTION = object()
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -207,7 +203,7 @@ class SandboxToolbox:
     async def session_create(self, language: str) -> SessionInfo:
         owner = _owner()
         info = await self._sessions.create(owner, language)
-        if owner is not _NO_CONNECTION and not any(seen is owner for seen in self._watched):
+        if owner is not CONNECTIONLESS and not any(seen is owner for seen in self._watched):
             # The connection's own teardown closes what its client left open.
             self._watched.append(owner)
             owner.exit_stack.push_async_callback(self._forget_owner, owner)  # type: ignore[attr-defined]
@@ -256,7 +252,7 @@ class SandboxToolbox:
 def _owner() -> object:
     scope = CURRENT_CALL.get()
     connection = None if scope is None else scope.connection
-    return _NO_CONNECTION if connection is None else connection
+    return CONNECTIONLESS if connection is None else connection
 
 
 def _output_reporter() -> Callable[[OutputEvent], Awaitable[None]] | None:

@@ -7,11 +7,13 @@ import asyncio
 import base64
 import os
 import subprocess
+import sys
 import time
 from typing import Any
 
 import pytest
 from mcp import ClientSession
+from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp_server.helpers import (
@@ -233,3 +235,59 @@ async def test_a_flooding_cell_is_capped_in_its_result_and_its_progress() -> Non
     streamed = "".join(message.removeprefix("stdout: ") for message in messages)
     assert len(streamed) <= 1024 * 1024
     assert after["outputs"][0]["data"]["text/plain"] == "42"
+
+
+async def test_the_stateless_form_of_the_protocol_gets_sessions_that_outlive_a_request() -> None:
+    with http_mcp_server("--max-sessions", "1") as (url, server):
+        async with Client(url, mode="2026-07-28") as client:
+            created = await client.call_tool("session_create", {"language": "python"})
+            assert not created.is_error, created.content
+            assert isinstance(created.structured_content, dict)
+            sid = created.structured_content["session_id"]
+            held = len(session_containers(server.pid))
+            first = await client.call_tool("session_run", {"session_id": sid, "code": "x = 41"})
+            second = await client.call_tool("session_run", {"session_id": sid, "code": "x + 1"})
+            over_cap = await client.call_tool("session_create", {"language": "python"})
+            listed = await client.call_tool("session_list", {})
+            closed = await client.call_tool("session_close", {"session_id": sid})
+            gone = await asyncio.to_thread(wait_for, lambda: not session_containers(server.pid))
+
+    assert held == 1
+    assert not first.is_error
+    assert isinstance(second.structured_content, dict)
+    assert second.structured_content["outputs"][0]["data"] == {"text/plain": "42"}
+    assert over_cap.is_error
+    assert listed.is_error
+    assert "stateless form" in str(listed.content)
+    assert not closed.is_error
+    assert gone
+
+
+def test_a_killed_http_client_s_sessions_are_closed_after_the_client_idle_timeout() -> None:
+    client_code = (
+        "import asyncio, sys\n"
+        "from mcp import ClientSession\n"
+        "from mcp.client.streamable_http import streamable_http_client\n"
+        "async def main():\n"
+        "    async with streamable_http_client(sys.argv[1]) as (read, write), "
+        "ClientSession(read, write) as session:\n"
+        "        await session.initialize()\n"
+        "        await session.call_tool('session_create', {'language': 'python'})\n"
+        "        print('created', flush=True)\n"
+        "        await asyncio.sleep(3600)\n"
+        "asyncio.run(main())\n"
+    )
+    with http_mcp_server("--client-idle-timeout", "3") as (url, server):
+        with subprocess.Popen(
+            [sys.executable, "-c", client_code, url], stdout=subprocess.PIPE, text=True
+        ) as client:
+            assert client.stdout is not None
+            assert client.stdout.readline() == "created\n"
+            assert len(session_containers(server.pid)) == 1
+            client.kill()  # no DELETE, no goodbye
+        started = time.monotonic()
+        gone = wait_for(lambda: not session_containers(server.pid), within=60)
+        waited = time.monotonic() - started
+
+    assert gone, "the vanished client's session container is still there after 60 s"
+    assert waited >= 2, "closed before the client idle timeout"
