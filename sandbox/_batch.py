@@ -48,7 +48,7 @@ from ._reaper import reap_orphans
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
 from ._sandbox import DockerSandbox
 from ._streams import raw_connection, shutdown_connection
-from ._threads import finish_in_thread
+from ._threads import finish_in_thread, undone_if_cancelled
 from ._uids import released_on_error, take_uid_block, uids_per_block
 
 BATCH_LIFETIME_SECONDS = 3600.0
@@ -292,7 +292,9 @@ class BatchSandbox:
             if container is None:
                 await self.start()
                 assert self._client is not None
-                container = await asyncio.shield(asyncio.to_thread(self._launch, image))
+                container = await undone_if_cancelled(
+                    lambda: self._launch(image), _BatchContainer.end
+                )
                 self._container = container
             return container
 
@@ -350,6 +352,9 @@ class BatchSandbox:
             )
             options["environment"] = {}
             options["working_dir"] = "/"
+            # The supervisor ends when its stdin closes, as when this process dies (a Ray
+            # worker killed with its driver): the engine then removes the container at once.
+            options["host_config"]["AutoRemove"] = True
             # The workdir is root's (tasks make their own directories in it); /tmp is
             # made unwritable by the supervisor before the first task.
             tmpfs = options["host_config"]["Tmpfs"]

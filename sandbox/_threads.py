@@ -45,6 +45,21 @@ async def finish_in_thread(close: Callable[[], None]) -> None:
         raise
 
 
+async def undone_if_cancelled(make: Callable[[], _T], undo: Callable[[_T], None]) -> _T:
+    """``make()`` in a thread; if the caller is cancelled meanwhile, the thread still runs to its
+    end and what it made is undone (``undo(made)``, in a thread) before the cancellation goes
+    on, so a container being launched at that moment does not outlive the caller."""
+    making = asyncio.ensure_future(asyncio.to_thread(make))
+    try:
+        return await asyncio.shield(making)
+    except asyncio.CancelledError:
+        await asyncio.wait({making})
+        if not making.cancelled() and making.exception() is None:
+            made = making.result()
+            await finish_in_thread(lambda: undo(made))
+        raise
+
+
 class BackgroundWork:
     """Blocking work (container removals, pool fills) that must finish, whatever the loop does.
 

@@ -9,6 +9,8 @@ import docker
 import pytest
 
 from sandcrew.sandbox import BatchSandbox, ExecutionResult, OutputEvent, SandboxConfig
+from sandcrew.sandbox._streams import shutdown_connection
+from tests.sandbox.helpers import our_containers
 
 pytestmark = pytest.mark.docker
 
@@ -248,3 +250,29 @@ async def test_a_batch_says_which_packages_its_images_have(
 
     assert packages is not None
     assert "pandas 2.2.3" in packages
+
+
+async def test_a_batch_container_whose_owner_is_gone_is_removed_by_the_engine(
+    docker_client: docker.DockerClient,
+) -> None:
+    # What the engine sees when the owner dies without any cleanup (a Ray worker killed with
+    # its driver): the attach connection closes. Here the owner (this process) lives on, so no
+    # reaper of any sandcrew process may remove the container: only the engine does.
+    async with BatchSandbox(SandboxConfig(), slots=1, docker_client=docker_client) as sandbox:
+        running = asyncio.ensure_future(sandbox.run("import time\ntime.sleep(120)"))
+        for _ in range(300):
+            if sandbox._container is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert sandbox._container is not None, "the batch container never started"
+        batch_container = sandbox._container.launched.container_id
+        shutdown_connection(sandbox._container.launched.connection)
+        for _ in range(50):  # the engine removes it within a second or two; 10 s at most
+            if batch_container not in our_containers(docker_client):
+                break
+            await asyncio.sleep(0.2)
+        left = batch_container in our_containers(docker_client)
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+    assert not left

@@ -272,6 +272,61 @@ def test_a_driver_stopped_mid_run_leaves_no_container(
     assert not samples_file.with_name(samples_file.name + "_results.jsonl").exists()
 
 
+@pytest.mark.parametrize(
+    "moment",
+    ["1s", "2.5s", "4s", "first-container"],
+    ids=["after-1s", "after-2.5s", "after-4s", "as-the-first-container-appears"],
+)
+def test_a_driver_stopped_early_leaves_no_container(
+    cluster: RayCluster, engine: docker.DockerClient, tmp_path: Path, moment: str
+) -> None:
+    # Stopped while chunks are scheduled and their batch containers are being launched:
+    # each worker ends what it launched, even a container still starting, before the
+    # driver exits.
+    samples = [
+        {"task_id": task_id, "completion": "    while True:\n        pass\n"}
+        for task_id in SAMPLE_TASKS * 4
+    ]
+    samples_file = _write_jsonl(tmp_path / "loops.jsonl", samples)
+    started = time.monotonic()
+    driver = subprocess.Popen(
+        [
+            sys.executable, "-m", "sandcrew", "suite", "evaluate", str(samples_file),
+            "--k", "1", "--timeout", "30", "--ignore-incomplete",
+            "--executor", "ray", "--address", cluster.address, "--isolation", "batch",
+            "--chunk-size", "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **CLUSTER_ENV},
+    )  # fmt: skip
+    try:
+        if moment == "first-container":
+            deadline = started + 90
+            while not containers_of(engine, cluster.pids()) and time.monotonic() < deadline:
+                assert driver.poll() is None, driver.stdout.read() if driver.stdout else ""
+                time.sleep(0.02)
+        else:
+            time.sleep(max(0.0, started + float(moment.rstrip("s")) - time.monotonic()))
+        driver.send_signal(signal.SIGINT)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    owners = cluster.pids() | {driver.pid}
+    left: list[str] = containers_of(engine, owners)
+    settle = time.monotonic() + 10
+    while left and time.monotonic() < settle:
+        time.sleep(0.2)
+        left = containers_of(engine, owners)
+
+    # 130: interrupted; -SIGINT: interrupted while the command was still importing, before
+    # its own handling of Ctrl-C was in place (Python then ends by the signal).
+    assert driver.returncode in (130, -signal.SIGINT), output.decode(errors="replace")
+    assert left == [], f"stopped {moment} in: {len(left)} containers left"
+
+
 def test_a_node_without_the_image_is_named_in_a_clear_error(
     cluster: RayCluster, engine: docker.DockerClient
 ) -> None:
