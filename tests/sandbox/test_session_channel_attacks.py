@@ -4,10 +4,13 @@ for later cells, a shell's status written early. The session stays and tells wha
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+from sandcrew.core import UserError
 from sandcrew.crew._session_sandbox import SessionSandbox
 from sandcrew.sandbox import DockerSandbox, SandboxConfig, Session, SessionLimits
 
@@ -257,3 +260,26 @@ print(ident)
 
     assert pinned.ok, pinned
     assert listing.stdout == "[]\n"
+
+
+async def test_special_and_oversized_host_files_are_refused_before_they_are_read(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "small.txt").write_bytes(b"ok")
+    with (folder / "big.bin").open("wb") as handle:
+        handle.truncate(2 * 1024 * 1024)
+    limits = SessionLimits(cell_timeout=10, max_file_bytes=1024 * 1024)
+    async with sandbox.session(limits=limits) as session:
+        with pytest.raises(UserError, match="not a regular file"):
+            await asyncio.wait_for(session.put_file("fifo", fifo), timeout=30)
+        with pytest.raises(UserError, match="more than the input limit"):
+            await session.put_file("data", folder)
+        with pytest.raises(UserError, match="not found"):
+            await session.put_file("gone", tmp_path / "missing")
+        listed = await session.run("import os\nprint(sorted(os.listdir('.')))")
+
+    assert "fifo" not in listed.stdout
