@@ -22,6 +22,13 @@ if typing.TYPE_CHECKING:
         EmptyCodeError as EmptyCodeError,
         ImageNotFoundError as ImageNotFoundError,
         SandboxError as SandboxError,
+        SessionClosedError as SessionClosedError,
+        SessionExpiredError as SessionExpiredError,
+        SessionFileError as SessionFileError,
+        SessionFileNotFoundError as SessionFileNotFoundError,
+        SessionLimitError as SessionLimitError,
+        SessionLostError as SessionLostError,
+        SessionTimeoutError as SessionTimeoutError,
         UnsupportedLanguageError as UnsupportedLanguageError,
     )
     from ._extract import (
@@ -39,6 +46,9 @@ if typing.TYPE_CHECKING:
         build_images as build_images,
         list_images as list_images,
     )
+    from ._inline import (
+        INLINE_BYTES as INLINE_BYTES,
+    )
     from ._languages import (
         SUPPORTED_LANGUAGES as SUPPORTED_LANGUAGES,
         normalize_language as normalize_language,
@@ -48,13 +58,17 @@ if typing.TYPE_CHECKING:
         tell_at_end as tell_at_end,
     )
     from ._protocol import (
+        RunningCommand as RunningCommand,
         Sandbox as Sandbox,
+        Session as Session,
+        SupportsSessions as SupportsSessions,
     )
     from ._reaper import (
         reap_orphans as reap_orphans,
     )
     from ._result import (
         ExecutionResult as ExecutionResult,
+        Outcome as Outcome,
     )
     from ._sandbox import (
         DockerSandbox as DockerSandbox,
@@ -66,14 +80,12 @@ if typing.TYPE_CHECKING:
         describe_seccomp_profile as describe_seccomp_profile,
     )
     from ._session import (
-        Session as Session,
-        SessionClosedError as SessionClosedError,
-        SessionFileError as SessionFileError,
-        SessionLimitError as SessionLimitError,
+        DockerSession as DockerSession,
     )
     from ._session_models import (
         CellError as CellError,
         CellResult as CellResult,
+        CommandResult as CommandResult,
         DisplayOutput as DisplayOutput,
         FileEntry as FileEntry,
         OutputEvent as OutputEvent,

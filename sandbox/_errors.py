@@ -6,7 +6,7 @@ errors: they are data in :class:`~sandcrew.sandbox.ExecutionResult`.
 
 from __future__ import annotations
 
-from ..core import ErrorCode, InfrastructureError, UserError
+from ..core import ErrorCode, InfrastructureError, SandcrewError, UserError
 from ._images import build_command_for
 
 BUILD_IMAGES_COMMAND = "sandcrew images build"
@@ -72,3 +72,38 @@ class EmptyCodeError(UserError):
 
     def __init__(self) -> None:
         super().__init__("There is no code to run: the code is empty or only whitespace")
+
+
+class SessionClosedError(SandcrewError):
+    """The session has ended (closed, expired, or its container lost); start a new one.
+
+    Raised as is when a closed session is used; its subclasses say why a session
+    ended on its own.
+    """
+
+
+class SessionExpiredError(SessionClosedError):
+    """The session reached its idle timeout or its lifetime: an end it was set up for."""
+
+
+class SessionLostError(SessionClosedError, SandboxError):
+    """The session's container or supervisor failed (the interpreter could not start, the
+    container was removed or stopped answering): an infrastructure fault."""
+
+
+class SessionTimeoutError(SandboxError):
+    """The session's supervisor did not answer a request in time (start, restart, a file)."""
+
+    retryable = True
+
+
+class SessionLimitError(UserError):
+    """This process already holds as many sessions as its limit allows."""
+
+
+class SessionFileError(UserError):
+    """A file request was refused inside the session (a link, too large, not a file...)."""
+
+
+class SessionFileNotFoundError(SessionFileError):
+    """The file or folder a request named does not exist in the session."""

@@ -12,21 +12,42 @@ so a program cannot forge them.
 
 from __future__ import annotations
 
-import base64
 import json
 import mimetypes
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+from typing_extensions import TypedDict
 
 from ..core import NotARegularFile, UserError, read_regular_file
+from ._inline import from_base64, inline_base64
 from ._inside.files import OUTPUT_FOLDER
 from ._languages import RUNNERS
 
 _NAME_BYTES_LIMIT = 255
+_PATH_BYTES_LIMIT = 4096
 _RESERVED_NAMES = frozenset({OUTPUT_FOLDER, *(runner.filename for runner in RUNNERS.values())})
+
+
+class ArtifactJson(TypedDict):
+    """An artifact as JSON documents carry it."""
+
+    name: str
+    size: int
+    media_type: str
+    path: str | None
+    data_base64: str | None
+    """Its bytes, base64, when at most :data:`~sandcrew.sandbox.INLINE_BYTES`; else null."""
 
 
 class Artifact(BaseModel):
@@ -39,12 +60,26 @@ class Artifact(BaseModel):
     size: int
     media_type: str
     data: bytes = Field(default=b"", repr=False, exclude=True)
-    """The file's bytes (not part of ``model_dump``; see :meth:`data_base64`)."""
+    """The file's bytes. Not in ``model_dump()``; in JSON (``model_dump(mode="json")``) they
+    are ``data_base64``, up to :data:`~sandcrew.sandbox.INLINE_BYTES` (see :mod:`._inline`)."""
     path: str | None = None
     """Where it was saved on the host, once saved."""
 
-    def data_base64(self) -> str:
-        return base64.b64encode(self.data).decode()
+    @model_serializer(mode="wrap", when_used="json")
+    def _with_inline_bytes(self, handler: SerializerFunctionWrapHandler) -> ArtifactJson:
+        dumped: ArtifactJson = handler(self)
+        dumped["data_base64"] = inline_base64(self.data)
+        return dumped
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bytes_from_json(cls, value: Any) -> Any:
+        if isinstance(value, dict) and isinstance(value.get("data_base64"), str):
+            value = {**value, "data": from_base64(value["data_base64"])}
+            value.pop("data_base64")
+        elif isinstance(value, dict) and "data_base64" in value:
+            value = {key: item for key, item in value.items() if key != "data_base64"}
+        return value
 
     def save(self, folder: Path) -> Artifact:
         """Write the bytes as a new file under ``folder``; the copy knows its path.
@@ -70,24 +105,30 @@ def media_type_of(name: str) -> str:
 
 
 def check_file_name(name: str) -> str:
-    """The name, if relative, ``/``-separated, without ``.``/``..``/NUL and not reserved."""
+    """An input file's name: a relative path (see :func:`checked_path`), not a reserved one."""
+    checked_path(name, what="input file name", max_bytes=_NAME_BYTES_LIMIT)
+    if name.split("/")[0] in _RESERVED_NAMES:
+        raise UserError(f"input file name {name!r} is reserved by the sandbox")
+    return name
+
+
+def checked_path(name: str, *, what: str, max_bytes: int = _PATH_BYTES_LIMIT) -> str:
+    """``name`` if it is relative, ``/``-separated, without ``.``/``..``/empty parts or NUL."""
     parts = name.split("/")
     try:
         size = len(name.encode())
     except UnicodeEncodeError:
-        raise UserError(f"input file name {name!r} is not valid UTF-8") from None
+        raise UserError(f"{what} {name!r} is not valid UTF-8") from None
     if (
         not name
         or name.startswith("/")
-        or size > _NAME_BYTES_LIMIT
+        or size > max_bytes
         or any(part in ("", ".", "..") or "\x00" in part for part in parts)
     ):
         raise UserError(
-            f"input file name {name!r} is refused: use a relative name without '.', '..', "
-            f"empty parts or NUL, at most {_NAME_BYTES_LIMIT} bytes"
+            f"{what} {name!r} is refused: use a relative name without '.', '..', "
+            f"empty parts or NUL, at most {max_bytes} bytes"
         )
-    if parts[0] in _RESERVED_NAMES:
-        raise UserError(f"input file name {name!r} is reserved by the sandbox")
     return name
 
 

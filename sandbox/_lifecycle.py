@@ -3,17 +3,15 @@
 :class:`ContainerSupply` is the lifecycle half of :class:`~._sandbox.DockerSandbox`
 (the run path is the other half): it connects to the engine, removes orphans
 once, keeps the pools, hands out started containers, removes used ones in the
-background and, at :meth:`ContainerSupply.close` or interpreter exit, waits for
-every removal (:func:`~._signals.treat_sigterm_as_interrupt` makes a SIGTERM end a
-process the way Ctrl-C does, so that happens then too).
+background and, at :meth:`ContainerSupply.close` or interpreter exit (:mod:`._exit`),
+waits for every removal (:func:`~._signals.treat_sigterm_as_interrupt` makes a SIGTERM
+end a process the way Ctrl-C does, so that happens then too).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import os
 import secrets
 import threading
 import time
@@ -22,6 +20,7 @@ from functools import partial
 import docker
 
 from ..core import UserError
+from . import _exit
 from ._config import SandboxConfig
 from ._container import Launch, LaunchedContainer, create_options, discard_container
 from ._deadlines import cold_label_deadline
@@ -50,7 +49,6 @@ class ContainerSupply:
         # A thread lock, not an asyncio one: run_sync gives every call its own loop.
         self._start_lock = threading.Lock()
         self._pools: dict[str, ContainerPool] = {}
-        self._atexit_pid = os.getpid()
         self._background = BackgroundWork("sandcrew-cleanup")
         self._api: docker.APIClient | None = None
 
@@ -93,9 +91,8 @@ class ContainerSupply:
             self._pools[image] = pool
             pool.start()
         # Pooled containers must not outlive a process that forgot to close the
-        # sandbox; a forked child inherits the hook but not the pools' threads.
-        self._atexit_pid = os.getpid()
-        atexit.register(self._close_at_exit)
+        # sandbox (a forked child inherits the table but not the pools' threads).
+        _exit.hold(self, self._close_at_exit, kind="pools")
 
     async def acquire(self, image: str, time_limit: float, *, pooled: bool) -> LaunchedContainer:
         """A started container waiting for its program: from the pool, or launched now."""
@@ -167,7 +164,7 @@ class ContainerSupply:
                 had_pools = bool(self._pools)
                 self._close_pools(list(self._pools))
                 if had_pools:
-                    atexit.unregister(self._close_at_exit)
+                    _exit.release(self)
                 self._background.wait()
             finally:
                 if self._client is not None and self._owns_client:
@@ -187,7 +184,5 @@ class ContainerSupply:
             self._close_pools(rest)
 
     def _close_at_exit(self) -> None:
-        if os.getpid() != self._atexit_pid:
-            return  # a forked child: the pools are its parent's
         with contextlib.suppress(SandboxError):
             self.close()

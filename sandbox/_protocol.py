@@ -1,13 +1,26 @@
-"""The Sandbox protocol: what front ends (crew, suites, CLI) need from a code sandbox."""
+"""The sandbox protocols: what front ends (crew, suites, CLI, MCP, frameworks) need.
+
+:class:`Sandbox` runs programs, each in isolation; :class:`SupportsSessions` adds
+sessions (:class:`Session`: a live interpreter kept between cells).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 from ._live import OutputCallback
 from ._result import ExecutionResult
+from ._session_models import (
+    CellResult,
+    CommandResult,
+    FileEntry,
+    OutputEvent,
+    SessionEvent,
+    SessionLimits,
+)
 
 
 @runtime_checkable
@@ -59,3 +72,141 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Blocking twin of :meth:`aclose`."""
         ...
+
+
+@runtime_checkable
+class RunningCommand(Protocol):
+    """A command started beside a session's interpreter."""
+
+    id: str
+
+    def events(self) -> AsyncIterator[OutputEvent | CommandResult]:
+        """Its output as it comes, then its :class:`CommandResult`."""
+        ...
+
+    async def wait(self) -> CommandResult:
+        """Its result, once it has ended."""
+        ...
+
+    async def kill(self, number: int = ...) -> None:
+        """Send a signal (SIGKILL by default) to every process of the command."""
+        ...
+
+
+@runtime_checkable
+class Session(Protocol):
+    """A live interpreter between cells: variables, imports and files persist.
+
+    :class:`~sandcrew.sandbox.DockerSession` is the implementation;
+    :class:`sandcrew.testing.ScriptedSession` the test double. A cell's own
+    failures are data in its :class:`CellResult`; only misuse
+    (:class:`~sandcrew.errors.UserError`) and an ended session
+    (:class:`~sandcrew.sandbox.SessionClosedError`) raise.
+    """
+
+    language: str
+    image: str
+    limits: SessionLimits
+    workdir: str
+    execution_count: int
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def start(self) -> Self:
+        """Start it (an ``async with`` does); it takes cells once this returns."""
+        ...
+
+    async def close(self) -> None:
+        """End it and release what it holds; closing twice is fine."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+    async def run(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the cell's own limit
+        on_output: OutputCallback | None = None,
+        context: str | None = None,
+    ) -> CellResult:
+        """Run one cell (in the named ``context``'s namespace, if any) and say what it did."""
+        ...
+
+    def stream(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        context: str | None = None,
+    ) -> AsyncIterator[SessionEvent]:
+        """Run one cell: its output and display outputs as they come, then its result."""
+        ...
+
+    async def interrupt(self) -> None: ...
+
+    async def restart(self) -> None: ...
+
+    async def reset_context(self, name: str) -> None: ...
+
+    async def drop_context(self, name: str) -> None: ...
+
+    async def put_file(self, name: str, data: bytes | Path) -> None: ...
+
+    async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes: ...
+
+    async def list_files(self, path: str = ".") -> list[FileEntry]: ...
+
+    async def stat_file(self, path: str) -> FileEntry | None: ...
+
+    async def remove_file(self, path: str) -> None: ...
+
+    async def rename_file(self, source: str, target: str) -> None: ...
+
+    async def make_dir(self, path: str) -> bool: ...
+
+    async def start_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's own limit
+    ) -> RunningCommand: ...
+
+    async def run_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's own limit
+    ) -> CommandResult: ...
+
+
+@runtime_checkable
+class SupportsSessions(Protocol):
+    """A sandbox that can hold sessions (:class:`~sandcrew.sandbox.DockerSandbox` does)."""
+
+    def session(
+        self,
+        language: str = "python",
+        *,
+        image: str | None = None,
+        limits: SessionLimits | None = None,
+    ) -> Session:
+        """A new, not yet started session of ``language``."""
+        ...
+
+
+@runtime_checkable
+class SandboxWithSessions(Sandbox, SupportsSessions, Protocol):
+    """A :class:`Sandbox` that also holds sessions (:class:`~sandcrew.sandbox.DockerSandbox`)."""

@@ -32,7 +32,7 @@ from ._supervisor import program_delivery
 from ._threads import finish_in_thread
 
 if TYPE_CHECKING:
-    from ._session import Session
+    from ._session import DockerSession
     from ._session_models import SessionLimits
     from ._session_sync import SyncSession
 
@@ -147,15 +147,15 @@ class DockerSandbox:
         *,
         image: str | None = None,
         limits: SessionLimits | None = None,
-    ) -> Session:
+    ) -> DockerSession:
         """A live interpreter in a hardened container; ``async with`` starts and removes it.
 
         ``image`` defaults to the language's image of the config (e.g.
-        ``sandcrew/python-data`` for pandas and matplotlib). See :class:`Session`.
+        ``sandcrew/python-data`` for pandas and matplotlib). See :class:`DockerSession`.
         """
-        from ._session import Session
+        from ._session import DockerSession
 
-        return Session(self, language, image=image, limits=limits)
+        return DockerSession(self, language, image=image, limits=limits)
 
     def session_sync(
         self,
@@ -165,10 +165,9 @@ class DockerSandbox:
         limits: SessionLimits | None = None,
     ) -> SyncSession:
         """The blocking twin of :meth:`session`: ``with sandbox.session_sync() as session:``."""
-        from ._session import Session
         from ._session_sync import SyncSession
 
-        return SyncSession(Session(self, language, image=image, limits=limits))
+        return SyncSession(self.session(language, image=image, limits=limits))
 
     async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
         """The Python packages the language's image adds to the standard library.

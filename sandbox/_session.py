@@ -1,57 +1,64 @@
-"""Sessions: one hardened container holding a live interpreter, cell after cell.
+"""DockerSession: a live interpreter in one hardened container, cell after cell.
 
-A :class:`Session` launches a container with every hardening of a run (the same
-``create_options``: own seccomp profile, no capabilities for the code, read-only
-root, no network, its own uid, memory, pids and CPU limits) whose command is the
-session supervisor of :mod:`._inside.session`. The host sends requests on the
-attach connection's stdin and a reader thread parses the supervisor's frames
-(:mod:`._session_frames`) from its stdout; every frame is handled on the event
-loop of the session's owner.
-
-The container never outlives its owner: the supervisor ends when the attach
-connection closes (a closed session, or an owner that exited in any way, even
-SIGKILL: the engine closes the container's stdin), when the session was idle
-for too long or reached its lifetime; the engine removes it then
-(``AutoRemove``). The host also force-removes it on close, and its labels let
-``sandcrew sandbox gc`` remove it after its deadline or once its owner is gone.
+A session's container has every hardening of a run (the same ``create_options``:
+own seccomp profile, no capabilities for the code, read-only root, no network,
+its own uid, memory, pids and CPU limits); its command is the session supervisor
+of :mod:`._inside.session`, spoken to through :class:`~._session_connection.SessionConnection`
+in the protocol of :mod:`._inside.session_protocol`. Every frame is handled on
+the event loop of the session's owner: cells (one at a time, in order), file
+requests and commands beside the interpreter.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import codecs
-import contextlib
 import functools
 import inspect
 import itertools
 import json
+import posixpath
 import secrets
-import threading
+import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..core import UserError
-from ._container import Launch, LaunchedContainer, create_options, discard_container
-from ._errors import EmptyCodeError, SandboxError, UnsupportedLanguageError
-from ._files import check_file_name, files_below, read_input_file
+from . import _exit
+from ._container import Launch, create_options
+from ._errors import (
+    CodeTooLargeError,
+    EmptyCodeError,
+    SessionClosedError,
+    SessionExpiredError,
+    SessionFileError,
+    SessionFileNotFoundError,
+    SessionLimitError,
+    SessionLostError,
+    SessionTimeoutError,
+    UnsupportedLanguageError,
+)
+from ._files import checked_path, files_below, read_input_file
+from ._inside import session_protocol as protocol
+from ._inside.session_channel import clean_count, clean_error
 from ._inside_command import inside_command
 from ._languages import normalize_language
 from ._live import OutputCallback
-from ._session_frames import FrameError, SessionFrames
+from ._session_connection import SessionConnection
 from ._session_models import (
     CellError,
     CellResult,
+    CommandResult,
     DisplayOutput,
     FileEntry,
     OutputEvent,
     SessionEvent,
     SessionLimits,
 )
-from ._streams import CappedBuffer, raw_connection, shutdown_connection
+from ._streams import CappedBuffer
 from ._uids import released_on_error, take_run_ids
 
 if TYPE_CHECKING:
@@ -59,6 +66,8 @@ if TYPE_CHECKING:
 
 SESSION_LANGUAGES = ("python", "bash", "javascript")
 """Languages a session can hold."""
+CONTEXT_LANGUAGES = ("python",)
+"""Languages whose sessions hold named contexts (fresh namespaces of one interpreter)."""
 
 _DRIVERS = {"python": "session_python", "bash": "session_bash"}
 _JAVASCRIPT_DRIVER = Path(__file__).resolve().parent / "_inside" / "session_javascript.js"
@@ -66,24 +75,8 @@ _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Past a cell's limit and grace: time for the supervisor to kill, restart and report.
 _ANSWER_SLACK = 15.0
 _FILE_ANSWER_SECONDS = 60.0
-_RECV_SIZE = 64 * 1024
 _FRAME_ALLOWANCE = 1024 * 1024
-
-_live_lock = threading.Lock()
-_live: set[Session] = set()
-_exit_hook = {"registered": False}
-
-
-class SessionClosedError(SandboxError):
-    """The session has ended (closed, expired, or its container was lost); start a new one."""
-
-
-class SessionLimitError(UserError):
-    """This process already holds as many sessions as its limit allows."""
-
-
-class SessionFileError(SandboxError):
-    """A file request was refused inside the session (missing, too large, a link...)."""
+_T = TypeVar("_T")
 
 
 class _Cell:
@@ -95,21 +88,66 @@ class _Cell:
         self.stdout = CappedBuffer(output_limit)
         self.stderr = CappedBuffer(output_limit)
         self.decoders = {
-            "out": codecs.getincrementaldecoder("utf-8")("replace"),
-            "err": codecs.getincrementaldecoder("utf-8")("replace"),
+            protocol.OUT: codecs.getincrementaldecoder("utf-8")("replace"),
+            protocol.ERR: codecs.getincrementaldecoder("utf-8")("replace"),
         }
         self.outputs: list[DisplayOutput] = []
         self.events: asyncio.Queue[SessionEvent | BaseException] = asyncio.Queue()
-        self.done: asyncio.Future[CellResult] = asyncio.get_running_loop().create_future()
         self.overdue: asyncio.TimerHandle | None = None
 
 
-class Session:
+class CommandHandle:
+    """A command running beside the interpreter (:meth:`DockerSession.start_command`)."""
+
+    def __init__(self, session: DockerSession, ident: str, output_limit: int) -> None:
+        self.id = ident
+        self._session = session
+        self.started = time.monotonic()
+        self.stdout = CappedBuffer(output_limit)
+        self.stderr = CappedBuffer(output_limit)
+        self.decoders = {
+            "out": codecs.getincrementaldecoder("utf-8")("replace"),
+            "err": codecs.getincrementaldecoder("utf-8")("replace"),
+        }
+        self.queue: asyncio.Queue[OutputEvent | CommandResult | BaseException] = asyncio.Queue()
+        self.result: CommandResult | None = None
+        self._done = asyncio.Event()
+
+    async def events(self) -> AsyncIterator[OutputEvent | CommandResult]:
+        """Its output as it comes, then its :class:`CommandResult`."""
+        while True:
+            event = await self.queue.get()
+            if isinstance(event, BaseException):
+                raise event
+            yield event
+            if isinstance(event, CommandResult):
+                return
+
+    async def wait(self) -> CommandResult:
+        """Its result, once it has ended."""
+        await self._done.wait()
+        if self.result is None:
+            raise SessionClosedError("The session ended before the command did")
+        return self.result
+
+    async def kill(self, number: int = signal.SIGKILL) -> None:
+        """Send ``number`` to every process of the command."""
+        await self._session._request(protocol.SIGNAL, self.id, {"signal": int(number)})
+
+    def _end(self, outcome: CommandResult | BaseException) -> None:
+        if isinstance(outcome, CommandResult):
+            self.result = outcome
+        self.queue.put_nowait(outcome)
+        self._done.set()
+
+
+class DockerSession:
     """A live interpreter in a hardened container. Made by :meth:`DockerSandbox.session`.
 
     ``async with sandbox.session(language="python") as session:`` starts it;
     leaving the block closes it and removes its container. Cells run one at a
-    time, in the order they are asked for.
+    time, in the order they are asked for. Implements the
+    :class:`~sandcrew.sandbox.Session` protocol.
     """
 
     def __init__(
@@ -130,20 +168,21 @@ class Session:
         self.language = name
         self.image = image
         self.limits = limits if limits is not None else SessionLimits()
+        self.workdir = sandbox.config.workdir
+        """The work folder inside the container: relative file names start there."""
         self._sandbox = sandbox
-        self._container: LaunchedContainer | None = None
-        self._api: Any = None
+        self._connection: SessionConnection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._reader: threading.Thread | None = None
-        self._nonce = secrets.token_hex(16).encode()
-        self._closed_reason: str | None = None
+        self._closed_by: SessionClosedError | None = None
         self._started = False
         self._turn = asyncio.Lock()
         self._ready: asyncio.Future[int] | None = None
         self._cell: _Cell | None = None
         self._seq = itertools.count(1)
-        self._files: dict[str, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
-        self._send_lock = threading.Lock()
+        self._answers: dict[str, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
+        self._commands: dict[str, CommandHandle] = {}
+        self._fresh_contexts: set[str] = set()
+        self._dropped_contexts: set[str] = set()
         self.execution_count = 0
         """Cells the interpreter has counted (IPython's ``In[n]``)."""
 
@@ -152,56 +191,45 @@ class Session:
     @property
     def container_name(self) -> str | None:
         """The Docker name of the session's container, once started."""
-        return self._container.name if self._container is not None else None
+        return self._connection.name if self._connection is not None else None
 
     @property
     def closed(self) -> bool:
-        return self._closed_reason is not None
+        return self._closed_by is not None
 
     async def start(self) -> Self:
         """Launch the container and wait until the interpreter takes cells."""
         if self._started:
             return self
-        with _live_lock:
-            if len(_live) >= self.limits.max_sessions:
-                raise SessionLimitError(
-                    f"this process already holds {len(_live)} sessions, its limit; close one "
-                    "or raise SessionLimits.max_sessions"
-                )
-            _live.add(self)
-            if not _exit_hook["registered"]:
-                _exit_hook["registered"] = True
-                atexit.register(_close_all_at_exit)
+        cap = self.limits.max_sessions
+        if not _exit.hold(self, self._close_blocking, kind="session", limit=cap):
+            raise SessionLimitError(
+                f"this process already holds {cap} sessions, its limit; close one, or raise "
+                "the sessions.max_per_process setting (SessionLimits.max_sessions)"
+            )
         self._started = True
         self._loop = asyncio.get_running_loop()
         self._ready = self._loop.create_future()
         try:
             await self._sandbox.start()
-            self._api = self._sandbox.client.api
-            launch = self._prepare_launch()
-            try:
-                self._container = await asyncio.shield(asyncio.to_thread(launch.run))
-            except BaseException:
-                await asyncio.shield(asyncio.to_thread(launch.discard))
-                raise
-            self._reader = threading.Thread(
-                target=self._read, name=f"sandcrew-session-{self._container.name}", daemon=True
+            connection = self._prepare_connection()
+            self._connection = connection
+            await connection.open(self._loop, self._on_frame, self._on_connection_end)
+            self.execution_count = await self._within(
+                self.limits.start_timeout + _ANSWER_SLACK, self._ready, "start"
             )
-            self._send(self._nonce + b"\n")
-            self._reader.start()
-            async with asyncio.timeout(self.limits.start_timeout + _ANSWER_SLACK):
-                self.execution_count = await self._ready
         except BaseException:
             await self.close()
             raise
         return self
 
-    def _prepare_launch(self) -> Launch:
+    def _prepare_connection(self) -> SessionConnection:
         config, limits = self._sandbox.config, self.limits
+        api = self._sandbox.client.api
         uid, gid = take_run_ids(config)
         with released_on_error(uid):
             options = create_options(
-                self._api,
+                api,
                 config,
                 image=self.image,
                 run_id=secrets.token_hex(8),
@@ -220,6 +248,7 @@ class Session:
                 "output_bytes": config.max_output_bytes,
                 "display_bytes": limits.max_display_bytes,
                 "file_bytes": limits.max_file_bytes,
+                "code_bytes": config.max_code_bytes,
                 "environment": self._environment(config.workdir),
             }
             options["command"] = inside_command(
@@ -228,7 +257,12 @@ class Session:
             # The engine removes the container as soon as the supervisor ends it
             # (expiry, or the owner gone), whether or not this process is still there.
             options["host_config"]["AutoRemove"] = True
-        return Launch(self._api, options, pooled=False, uid=uid)
+        largest = max(limits.max_display_bytes, limits.max_file_bytes, config.max_output_bytes)
+        return SessionConnection(
+            api,
+            Launch(api, options, pooled=False, uid=uid),
+            max_frame=largest + _FRAME_ALLOWANCE,
+        )
 
     def _environment(self, workdir: str) -> dict[str, str]:
         environment = {"HOME": workdir, "PATH": _PATH, "LANG": "C.UTF-8", "TERM": "dumb"}
@@ -243,22 +277,15 @@ class Session:
 
     async def close(self) -> None:
         """End the interpreter and remove the container; closing twice is fine."""
-        if self._closed_reason is None:
-            self._closed_reason = "the session was closed"
+        if self._closed_by is None:
+            self._closed_by = SessionClosedError("The session is closed: it was closed")
         await asyncio.shield(asyncio.to_thread(self._close_blocking))
-        self._fail_waiters(SessionClosedError(f"The session is closed: {self._closed_reason}"))
+        self._fail_waiters(self._closed_by)
 
     def _close_blocking(self) -> None:
-        container, reader = self._container, self._reader
-        if container is not None:
-            # Wakes the reader, which removes the container when it stops.
-            shutdown_connection(container.connection)
-        if reader is not None and reader.is_alive():
-            reader.join(timeout=30)
-        elif container is not None and reader is None:
-            discard_container(self._api, container)
-        with _live_lock:
-            _live.discard(self)
+        if self._connection is not None:
+            self._connection.close()
+        _exit.release(self)
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -279,11 +306,12 @@ class Session:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the cell's limit, enforced inside
         on_output: OutputCallback | None = None,
+        context: str | None = None,
     ) -> CellResult:
         """Run one cell and return what it did; ``on_output`` (sync or async) sees its output
-        as it comes."""
+        as it comes. ``context`` names a namespace of its own (Python; made on first use)."""
         result: CellResult | None = None
-        async for event in self.stream(code, timeout=timeout):
+        async for event in self.stream(code, timeout=timeout, context=context):
             if isinstance(event, CellResult):
                 result = event
             elif isinstance(event, OutputEvent) and on_output is not None:
@@ -298,13 +326,14 @@ class Session:
         code: str,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the cell's limit, enforced inside
+        context: str | None = None,
     ) -> AsyncIterator[SessionEvent]:
         """Run one cell: its output and display outputs as they come, then its :class:`CellResult`.
 
         Stopping the iteration early does not stop the cell: it runs to its end
         (or its limit) and the next cell waits for it.
         """
-        cell = await self._begin(code, timeout)
+        cell = await self._begin(code, timeout, context)
         while True:
             event = await cell.events.get()
             if isinstance(event, BaseException):
@@ -313,7 +342,26 @@ class Session:
             if isinstance(event, CellResult):
                 return
 
-    async def _begin(self, code: str, time_limit: float | None) -> _Cell:
+    async def reset_context(self, name: str) -> None:
+        """The context ``name`` starts afresh at its next cell (its variables are gone)."""
+        self._check_context(name)
+        self._fresh_contexts.add(name)
+
+    async def drop_context(self, name: str) -> None:
+        """Forget the context ``name`` and its variables."""
+        self._check_context(name)
+        self._fresh_contexts.discard(name)
+        self._dropped_contexts.add(name)
+
+    def _check_context(self, name: str | None) -> None:
+        if name is None:
+            return
+        if self.language not in CONTEXT_LANGUAGES:
+            raise UserError(f"a {self.language} session has no contexts (only python has)")
+        if not name or len(name) > 200 or not name.isprintable():
+            raise UserError(f"a context name is 1 to 200 printable characters (got {name!r})")
+
+    async def _begin(self, code: str, time_limit: float | None, context: str | None) -> _Cell:
         if not code.strip():
             raise EmptyCodeError()
         program = code.encode("utf-8", errors="surrogateescape")
@@ -322,9 +370,8 @@ class Session:
             raise UserError(f"timeout must be > 0 and at most a day (got {time_limit})")
         max_code = self._sandbox.config.max_code_bytes
         if len(program) > max_code:
-            from ._errors import CodeTooLargeError
-
             raise CodeTooLargeError(len(program), max_code)
+        self._check_context(context)
         self._check_open()
         await self._turn.acquire()  # released when the cell ends
         try:
@@ -337,8 +384,16 @@ class Session:
                 self._overdue,
                 cell,
             )
-            header = f"run {cell.seq} {max(1, round(limit * 1000))} {len(program)}\n".encode()
-            await asyncio.to_thread(self._send, header + program)
+            meta: dict[str, Any] = {"limit_ms": max(1, round(limit * 1000))}
+            if context is not None:
+                meta["context"] = context
+                if context in self._fresh_contexts:
+                    meta["fresh"] = True
+            if self._dropped_contexts:
+                meta["drop"] = sorted(self._dropped_contexts - {context})
+            await asyncio.to_thread(self._send, protocol.RUN, str(cell.seq), meta, program)
+            self._fresh_contexts.discard(context or "")
+            self._dropped_contexts.clear()
         except BaseException:
             self._cell = None
             self._turn.release()
@@ -346,9 +401,11 @@ class Session:
         return cell
 
     async def interrupt(self) -> None:
-        """Interrupt the running cell (``KeyboardInterrupt`` in it; the state is kept)."""
-        self._check_open()
-        await asyncio.to_thread(self._send, b"interrupt 0 0 0\n")
+        """Interrupt the running cell (``KeyboardInterrupt`` in it; the state is kept).
+
+        A cell still running ``interrupt_grace`` seconds later loses the interpreter.
+        """
+        await self._request(protocol.INTERRUPT, "0", {})
 
     async def restart(self) -> None:
         """Replace the interpreter by a fresh one (files stay; variables go).
@@ -357,14 +414,29 @@ class Session:
         """
         self._check_open()
         assert self._loop is not None
-        # Not after the running cell: a restart is how a stuck cell is ended at once
-        # (it reports state_lost).
+        # Not after the running cell: a restart is how a stuck cell is ended at once.
         self._ready = self._loop.create_future()
-        await asyncio.to_thread(self._send, b"restart 0 0 0\n")
-        async with asyncio.timeout(self.limits.start_timeout + _ANSWER_SLACK):
-            self.execution_count = await self._ready
+        await asyncio.to_thread(self._send, protocol.RESTART, "0", {})
+        self.execution_count = await self._within(
+            self.limits.start_timeout + _ANSWER_SLACK, self._ready, "restart"
+        )
 
     # -- files ----------------------------------------------------------------------------
+
+    def file_path(self, name: str) -> str:
+        """``name`` relative to the work folder: a relative name as it is, an absolute path
+        inside the work folder without its prefix; anything else is refused."""
+        if name.startswith("/"):
+            normal = posixpath.normpath(name)
+            root = self.workdir.rstrip("/")
+            if normal == root:
+                return "."
+            if not normal.startswith(root + "/"):
+                raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
+            name = normal[len(root) + 1 :]
+        if name in ("", "."):
+            return "."
+        return checked_path(name, what="file path")
 
     async def put_file(self, name: str, data: bytes | Path) -> None:
         """Write a file into the work dir (a host folder: every file in it, under ``name``).
@@ -372,167 +444,250 @@ class Session:
         Missing folders are made; an existing file is replaced; a link on the
         way is refused, never followed.
         """
-        check_file_name(name)
+        path = self.file_path(name)
         if isinstance(data, Path):
-            for relative, path in await asyncio.to_thread(files_below, data):
+            for relative, source in await asyncio.to_thread(files_below, data):
                 content = await asyncio.to_thread(
                     read_input_file,
-                    path,
+                    source,
                     self.limits.max_file_bytes,
                     setting="SessionLimits.max_file_bytes",
                 )
-                await self._put(f"{name}/{relative}" if relative else name, content)
+                await self._put(f"{path}/{relative}" if relative else path, content)
             return
-        await self._put(name, bytes(data))
+        await self._put(path, bytes(data))
 
-    async def _put(self, name: str, content: bytes) -> None:
+    async def _put(self, path: str, content: bytes) -> None:
         if len(content) > self.limits.max_file_bytes:
             raise UserError(
-                f"{name} has {len(content)} bytes, more than max_file_bytes "
+                f"{path} has {len(content)} bytes, more than max_file_bytes "
                 f"({self.limits.max_file_bytes})"
             )
-        encoded = name.encode()
-        await self._file_request("put", encoded, len(content), encoded + content)
+        await self._file("put", path, content=content)
 
     async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of a file of the work dir (a regular file, reached without links)."""
-        check_file_name(name)
         limit = self.limits.max_file_bytes if max_bytes is None else max_bytes
-        encoded = name.encode()
-        _, body = await self._file_request("get", encoded, limit, encoded)
+        _, body = await self._file("get", self.file_path(name), max_bytes=limit)
         return body
 
     async def list_files(self, path: str = ".") -> list[FileEntry]:
         """The entries of a folder of the work dir (``"."``: the work dir itself)."""
-        if path not in ("", "."):
-            check_file_name(path)
-        encoded = path.encode()
-        answer, _ = await self._file_request("list", encoded, 0, encoded)
+        answer, _ = await self._file("list", self.file_path(path))
         entries = answer.get("entries")
         if not isinstance(entries, list):
             raise SessionFileError("the session answered the listing with something else")
         return [FileEntry.model_validate(entry) for entry in entries]
 
-    async def _file_request(
-        self, kind: str, name: bytes, second: int, payload: bytes
+    async def stat_file(self, path: str) -> FileEntry | None:
+        """The entry at ``path`` (a link is described, not followed), or ``None``."""
+        answer, _ = await self._file("stat", self.file_path(path))
+        entry = answer.get("entry")
+        return None if entry is None else FileEntry.model_validate(entry)
+
+    async def remove_file(self, path: str) -> None:
+        """Remove a file, a link, or a folder with everything in it."""
+        await self._file("remove", self.file_path(path))
+
+    async def rename_file(self, source: str, target: str) -> None:
+        """Move ``source`` to ``target`` (missing folders of the target are made)."""
+        await self._file("rename", self.file_path(source), target=self.file_path(target))
+
+    async def make_dir(self, path: str) -> bool:
+        """Make a folder (and its missing parents); False when it existed."""
+        answer, _ = await self._file("mkdir", self.file_path(path))
+        return answer.get("made") is True
+
+    async def _file(
+        self, operation: str, path: str, *, content: bytes = b"", **meta: Any
     ) -> tuple[dict[str, Any], bytes]:
-        self._check_open()
-        assert self._loop is not None
         ident = secrets.token_hex(6)
-        waiter: asyncio.Future[tuple[dict[str, Any], bytes]] = self._loop.create_future()
-        self._files[ident] = waiter
-        try:
-            header = f"{kind} {ident} {len(name)} {second}\n".encode()
-            await asyncio.to_thread(self._send, header + payload)
-            async with asyncio.timeout(_FILE_ANSWER_SECONDS):
-                answer, body = await waiter
-        finally:
-            self._files.pop(ident, None)
+        answer, body = await self._answered(
+            ident, protocol.FILE, {"op": operation, "path": path, **meta}, content
+        )
         if "error" in answer:
-            raise SessionFileError(f"{kind} {name.decode(errors='replace')}: {answer['error']}")
+            error = SessionFileNotFoundError if answer.get("missing") else SessionFileError
+            raise error(f"{operation} {path}: {answer['error']}")
         return answer, body
 
-    # -- the connection -------------------------------------------------------------------
+    # -- commands -------------------------------------------------------------------------
+
+    async def start_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, enforced inside
+    ) -> CommandHandle:
+        """Start ``command`` (``bash -l -c``) beside the interpreter, as the session's user, in
+        the work folder (or ``cwd`` inside it); its output comes as it is written."""
+        if not command.strip():
+            raise EmptyCodeError()
+        folder = self.workdir
+        if cwd is not None:
+            relative = self.file_path(cwd)
+            folder = self.workdir if relative == "." else f"{self.workdir}/{relative}"
+        self._check_open()
+        ident = secrets.token_hex(6)
+        handle = CommandHandle(self, ident, self._sandbox.config.max_output_bytes)
+        self._commands[ident] = handle
+        meta: dict[str, Any] = {"command": command, "env": dict(env or {}), "cwd": folder}
+        if timeout is not None:
+            if not 0 < timeout <= 86_400:
+                raise UserError(f"timeout must be > 0 and at most a day (got {timeout})")
+            meta["limit_ms"] = max(1, round(timeout * 1000))
+        try:
+            await self._request(protocol.COMMAND, ident, meta)
+        except BaseException:
+            self._commands.pop(ident, None)
+            raise
+        return handle
+
+    async def run_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, enforced inside
+    ) -> CommandResult:
+        """:meth:`start_command` and wait for its result."""
+        handle = await self.start_command(command, env=env, cwd=cwd, timeout=timeout)
+        return await handle.wait()
+
+    # -- requests and frames ----------------------------------------------------------------
 
     def _check_open(self) -> None:
         if not self._started:
             raise UserError("the session is not started; use `async with sandbox.session(...)`")
-        if self._closed_reason is not None:
-            raise SessionClosedError(f"The session is closed: {self._closed_reason}")
+        if self._closed_by is not None:
+            raise self._closed_by
 
-    def _send(self, data: bytes) -> None:
-        container = self._container
-        connection = raw_connection(container.connection) if container is not None else None
+    def _send(self, kind: str, ident: str, meta: dict[str, Any], data: bytes = b"") -> None:
+        connection = self._connection
         if connection is None:
             raise SessionClosedError("The session's container connection is closed")
-        with self._send_lock:
-            try:
-                connection.sendall(data)
-            except OSError as error:
-                raise SessionClosedError(f"The session's container is gone ({error})") from None
+        connection.send(kind, ident, meta, data)
 
-    def _read(self) -> None:
-        """Reader thread: parse frames, hand them to the loop; remove the container at the end."""
-        container = self._container
-        assert container is not None
-        limits = self.limits
-        frames = SessionFrames(
-            self._nonce,
-            max_frame=max(limits.max_display_bytes, limits.max_file_bytes) + _FRAME_ALLOWANCE,
-        )
-        connection = raw_connection(container.connection)
-        why = "the session's container ended"
+    async def _request(self, kind: str, ident: str, meta: dict[str, Any]) -> None:
+        self._check_open()
+        await asyncio.to_thread(self._send, kind, ident, meta)
+
+    async def _answered(
+        self, ident: str, kind: str, meta: dict[str, Any], data: bytes = b""
+    ) -> tuple[dict[str, Any], bytes]:
+        self._check_open()
+        assert self._loop is not None
+        waiter: asyncio.Future[tuple[dict[str, Any], bytes]] = self._loop.create_future()
+        self._answers[ident] = waiter
         try:
-            while connection is not None:
-                chunk = connection.recv(_RECV_SIZE)
-                if not chunk:
-                    break
-                for kind, payload in frames.feed(chunk):
-                    self._post(self._on_frame, kind, payload)
-        except FrameError as error:
-            why = f"the session's container broke its framing ({error})"
-        except OSError:
-            pass
+            await asyncio.to_thread(self._send, kind, ident, meta, data)
+            return await self._within(_FILE_ANSWER_SECONDS, waiter, "file request")
         finally:
-            tail = frames.stderr_tail.decode("utf-8", "replace").strip()
-            with contextlib.suppress(SandboxError):  # else gc removes it; the session is over
-                discard_container(self._api, container)
-            with _live_lock:
-                _live.discard(self)
-            self._post(self._on_connection_end, why, tail)
+            self._answers.pop(ident, None)
 
-    def _post(self, callback: Callable[..., None], *arguments: Any) -> None:
-        loop = self._loop
-        if loop is None:
-            return
-        with contextlib.suppress(RuntimeError):  # the owner's loop is closed: nobody waits
-            loop.call_soon_threadsafe(callback, *arguments)
+    async def _within(self, seconds: float, waiting: Awaitable[_T], what: str) -> _T:
+        try:
+            async with asyncio.timeout(seconds):
+                return await waiting
+        except TimeoutError:
+            raise SessionTimeoutError(
+                f"the session's {what} got no answer within {seconds:g} s"
+            ) from None
 
     def _on_frame(self, kind: str, payload: bytes) -> None:
         cell = self._cell
-        if kind == "ready":
-            count = _json_object(payload).get("count")
+        if kind == protocol.READY:
+            count = clean_count(_json_object(payload).get("count"))
             if self._ready is not None and not self._ready.done():
-                self._ready.set_result(count if isinstance(count, int) else 0)
-        elif kind in ("out", "err") and cell is not None:
-            buffer = cell.stdout if kind == "out" else cell.stderr
+                self._ready.set_result(count or 0)
+        elif kind in (protocol.OUT, protocol.ERR) and cell is not None:
+            buffer = cell.stdout if kind == protocol.OUT else cell.stderr
             buffer.feed(payload)
             text = cell.decoders[kind].decode(payload)
             if text:
                 cell.events.put_nowait(
-                    OutputEvent(stream="stdout" if kind == "out" else "stderr", text=text)
+                    OutputEvent(stream="stdout" if kind == protocol.OUT else "stderr", text=text)
                 )
-        elif kind == "display" and cell is not None:
-            output = _display_output(payload)
+        elif kind == protocol.DISPLAY and cell is not None:
+            output = DisplayOutput.from_wire(_json_object(payload))
             if output is not None:
                 cell.outputs.append(output)
                 cell.events.put_nowait(output)
-        elif kind == "end" and cell is not None:
+        elif kind == protocol.END and cell is not None:
             self._end_cell(cell, _json_object(payload))
-        elif kind == "file":
-            ident, _, rest = payload.partition(b"\n")
-            head, _, body = rest.partition(b"\n")
-            waiter = self._files.get(ident.decode(errors="replace"))
-            if waiter is not None and not waiter.done():
-                waiter.set_result((_json_object(head), body))
-        elif kind in ("expired", "failed"):
-            reason = str(_json_object(payload).get("reason") or kind)
-            if kind == "failed" and "No module named 'IPython'" in reason:
+        elif kind == protocol.FILE_ANSWER:
+            self._on_file_answer(payload)
+        elif kind == protocol.COMMAND_OUTPUT:
+            self._on_command_output(payload)
+        elif kind == protocol.COMMAND_END:
+            self._on_command_end(_json_object(payload))
+        elif kind == protocol.EXPIRED:
+            reason = str(_json_object(payload).get("reason") or "it expired")
+            self._end_session(SessionExpiredError(f"The session ended: {reason}"))
+        elif kind == protocol.FAILED:
+            reason = str(_json_object(payload).get("reason") or "its interpreter failed")
+            if "No module named 'IPython'" in reason:
                 reason = (
                     f"{reason}. The image {self.image} has no IPython: "
                     "run `sandcrew images build` to rebuild it"
                 )
-            self._closed_reason = reason
-            self._fail_waiters(SessionClosedError(f"The session ended: {self._closed_reason}"))
+            self._end_session(SessionLostError(f"The session ended: {reason}"))
+        # LOST: the next cell reports state_lost with the reason; nothing waits for it now.
+
+    def _on_file_answer(self, payload: bytes) -> None:
+        try:
+            ident, answer, body = protocol.read_file_answer(payload)
+        except protocol.ProtocolError:
+            return
+        waiter = self._answers.get(ident)
+        if waiter is not None and not waiter.done():
+            waiter.set_result((answer, body))
+
+    def _on_command_output(self, payload: bytes) -> None:
+        try:
+            ident, stream, data = protocol.read_command_output(payload)
+        except protocol.ProtocolError:
+            return
+        handle = self._commands.get(ident)
+        if handle is None:
+            return
+        (handle.stdout if stream == "out" else handle.stderr).feed(data)
+        text = handle.decoders[stream].decode(data)
+        if text:
+            handle.queue.put_nowait(
+                OutputEvent(stream="stdout" if stream == "out" else "stderr", text=text)
+            )
+
+    def _on_command_end(self, ending: dict[str, Any]) -> None:
+        handle = self._commands.pop(str(ending.get("id")), None)
+        if handle is None:
+            return
+        exit_code = ending.get("exit_code")
+        signal_number = ending.get("signal")
+        handle._end(
+            CommandResult(
+                id=handle.id,
+                exit_code=exit_code if isinstance(exit_code, int) else -1,
+                signal=signal_number if isinstance(signal_number, int) else None,
+                error=str(ending["error"]) if ending.get("error") else None,
+                stdout=handle.stdout.text(),
+                stderr=handle.stderr.text(),
+                stdout_truncated=handle.stdout.truncated or ending.get("stdout_truncated") is True,
+                stderr_truncated=handle.stderr.truncated or ending.get("stderr_truncated") is True,
+                timed_out=ending.get("timed_out") is True,
+                duration=time.monotonic() - handle.started,
+            )
+        )
 
     def _end_cell(self, cell: _Cell, verdict: dict[str, Any]) -> None:
         if verdict.get("seq") != cell.seq:
             return
-        count = verdict.get("count")
-        if isinstance(count, int) and not isinstance(count, bool):
+        count = clean_count(verdict.get("count"))
+        if count is not None:
             self.execution_count = count
-        else:
-            count = None
+        error = clean_error(verdict.get("error"))
         result = CellResult(
             stdout=cell.stdout.text(),
             stderr=cell.stderr.text(),
@@ -540,7 +695,7 @@ class Session:
             stderr_truncated=cell.stderr.truncated or verdict.get("stderr_truncated") is True,
             outputs=cell.outputs,
             outputs_truncated=verdict.get("outputs_truncated") is True,
-            error=_cell_error(verdict.get("error")),
+            error=None if error is None else CellError(**error),
             execution_count=count,
             duration=time.monotonic() - cell.started,
             timed_out=verdict.get("timed_out") is True,
@@ -556,33 +711,40 @@ class Session:
             self._cell = None
             self._turn.release()
         cell.events.put_nowait(outcome)
-        if not cell.done.done():
-            if isinstance(outcome, CellResult):
-                cell.done.set_result(outcome)
-            else:
-                cell.done.set_exception(outcome)
-                cell.done.exception()  # retrieved: the stream reports it
 
     def _overdue(self, cell: _Cell) -> None:
         if self._cell is not cell:
             return
-        self._closed_reason = "its supervisor did not answer in time"
-        if self._container is not None:
-            shutdown_connection(self._container.connection)
-        self._fail_waiters(SessionClosedError(f"The session ended: {self._closed_reason}"))
+        if self._connection is not None:
+            self._connection.shut()
+        self._end_session(SessionLostError("The session ended: its supervisor did not answer"))
 
     def _on_connection_end(self, why: str, diagnostics: str) -> None:
-        if self._closed_reason is None:
-            self._closed_reason = why + (f": {diagnostics}" if diagnostics else "")
-        self._fail_waiters(SessionClosedError(f"The session ended: {self._closed_reason}"))
+        _exit.release(self)
+        if self._closed_by is None:
+            self._end_session(
+                SessionLostError(
+                    "The session ended: " + why + (f": {diagnostics}" if diagnostics else "")
+                )
+            )
+        else:
+            self._fail_waiters(self._closed_by)
+
+    def _end_session(self, error: SessionClosedError) -> None:
+        if self._closed_by is None:
+            self._closed_by = error
+        self._fail_waiters(self._closed_by)
 
     def _fail_waiters(self, error: SessionClosedError) -> None:
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(error)
             self._ready.exception()
-        for waiter in self._files.values():
+        for waiter in self._answers.values():
             if not waiter.done():
                 waiter.set_exception(error)
+        for handle in list(self._commands.values()):
+            handle._end(error)
+        self._commands.clear()
         if self._cell is not None:
             self._settle(self._cell, error)
 
@@ -603,52 +765,6 @@ def _javascript_driver() -> str:
 
 def _json_object(payload: bytes) -> dict[str, Any]:
     try:
-        value = json.loads(payload)
-    except (ValueError, RecursionError):
+        return protocol.json_object(payload)
+    except protocol.ProtocolError:
         return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _display_output(payload: bytes) -> DisplayOutput | None:
-    import base64
-    import binascii
-
-    message = _json_object(payload)
-    data, binary = message.get("data"), message.get("binary")
-    if not isinstance(data, dict):
-        return None
-    binary_types = set(binary) if isinstance(binary, list) else set()
-    bundle: dict[str, str | bytes] = {}
-    for mime, value in data.items():
-        if not isinstance(mime, str) or not isinstance(value, str):
-            continue
-        if mime in binary_types:
-            try:
-                bundle[mime] = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                bundle[mime] = value
-        else:
-            bundle[mime] = value
-    return DisplayOutput(
-        kind="result" if message.get("kind") == "result" else "display", data=bundle
-    )
-
-
-def _cell_error(value: Any) -> CellError | None:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return CellError(
-            name=str(value.get("name", "Error")),
-            value=str(value.get("value", "")),
-            traceback=str(value.get("traceback", "")),
-        )
-    return CellError(name="Error", value=str(value))
-
-
-def _close_all_at_exit() -> None:
-    with _live_lock:
-        sessions = list(_live)
-    for session in sessions:
-        with contextlib.suppress(Exception):
-            session._close_blocking()

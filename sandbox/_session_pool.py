@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Self
 
 from ..core import UserError
 from ._errors import SandboxError
-from ._session import Session
+from ._session import DockerSession
 from ._session_models import SessionLimits
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class SessionPool:
         self._image = image
         self._limits = limits
         self.size = size
-        self._ready: asyncio.Queue[Session] = asyncio.Queue()
+        self._ready: asyncio.Queue[DockerSession] = asyncio.Queue()
         self._starting: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -56,7 +56,7 @@ class SessionPool:
         """Started sessions waiting to be taken."""
         return self._ready.qsize()
 
-    def _new(self) -> Session:
+    def _new(self) -> DockerSession:
         return self._sandbox.session(self._language, image=self._image, limits=self._limits)
 
     def _refill(self) -> None:
@@ -82,7 +82,7 @@ class SessionPool:
         await asyncio.gather(*(self._start_one() for _ in range(self.size)))
         return self
 
-    async def take(self) -> Session:
+    async def take(self) -> DockerSession:
         """A started session: a waiting one at once, or a new one if none is ready."""
         if self._closed:
             raise UserError("the session pool is closed")

@@ -11,19 +11,19 @@ from typing import Any, Self
 
 from ..core import UserError
 from ._errors import SandboxError
-from ._session import Session
-from ._session_models import CellResult, FileEntry, OutputEvent
+from ._session import DockerSession
+from ._session_models import CellResult, CommandResult, FileEntry, OutputEvent
 
 
 class SyncSession:
-    """The blocking twin of :class:`Session`, for code without an event loop.
+    """The blocking twin of :class:`DockerSession`, for code without an event loop.
 
     Made by :meth:`DockerSandbox.session_sync`; use it as ``with ... as session:``.
     Every call runs on one private event loop; Ctrl-C during :meth:`run`
     interrupts the cell (its state is kept) and raises ``KeyboardInterrupt``.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: DockerSession) -> None:
         self.session = session
         self._runner: asyncio.Runner | None = None
 
@@ -52,10 +52,11 @@ class SyncSession:
         *,
         timeout: float | None = None,
         on_output: Callable[[OutputEvent], None] | None = None,
+        context: str | None = None,
     ) -> CellResult:
         try:
             result: CellResult = self._call(
-                self.session.run(code, timeout=timeout, on_output=on_output)
+                self.session.run(code, timeout=timeout, on_output=on_output, context=context)
             )
         except KeyboardInterrupt:
             with contextlib.suppress(SandboxError, UserError):
@@ -73,6 +74,33 @@ class SyncSession:
     def list_files(self, path: str = ".") -> list[FileEntry]:
         entries: list[FileEntry] = self._call(self.session.list_files(path))
         return entries
+
+    def stat_file(self, path: str) -> FileEntry | None:
+        entry: FileEntry | None = self._call(self.session.stat_file(path))
+        return entry
+
+    def remove_file(self, path: str) -> None:
+        self._call(self.session.remove_file(path))
+
+    def rename_file(self, source: str, target: str) -> None:
+        self._call(self.session.rename_file(source, target))
+
+    def make_dir(self, path: str) -> bool:
+        made: bool = self._call(self.session.make_dir(path))
+        return made
+
+    def run_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        result: CommandResult = self._call(
+            self.session.run_command(command, env=env, cwd=cwd, timeout=timeout)
+        )
+        return result
 
     def restart(self) -> None:
         self._call(self.session.restart())

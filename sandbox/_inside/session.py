@@ -6,35 +6,23 @@ forks the interpreter's driver (``DRIVER``, e.g. ``python3 -c <bootstrap of
 session_python>``), which drops to the session's uid with an empty capability
 set, with its stdout and stderr on pipes and the cell channel of
 :mod:`.session_channel` on descriptors 3 and 4. The driver never holds the
-container's stdout: only this supervisor writes there, so nothing the code in
-the interpreter prints can pass for one of its frames. Each frame also starts
-with the session's nonce, which arrives as the first line on stdin and lives
-only in this process's memory::
-
-    "\\x1e" NONCE " " KIND " " SIZE "\\n" PAYLOAD
-
-Kinds: ``ready`` (the interpreter takes cells), ``out`` / ``err`` (what it
-printed, as it comes), ``display`` (a display output of the running cell),
-``end`` (a cell is over: the supervisor's verdict with the driver's count and
-error), ``lost`` (the interpreter died between cells; a fresh one starts),
-``file`` (the answer to a file request), ``expired`` (idle or lifetime limit:
-the container ends), ``failed`` (the interpreter could not start).
-
-Requests arrive on stdin as ``KIND ID A B\\n`` and a payload: ``run SEQ
-LIMIT_MS SIZE`` + code, ``interrupt``, ``restart``, ``put ID NAME_SIZE
-DATA_SIZE`` + name + data, ``get ID NAME_SIZE MAX_BYTES`` + name, ``list ID
-NAME_SIZE 0`` + name. The end of stdin (the host closed the session or died)
+container's stdout: only this supervisor writes there, in the frames of
+:mod:`.session_protocol`, which carry the session's nonce (the first line on
+stdin, kept only in this process's memory), so nothing the code in the
+interpreter prints can pass for one of them. Requests arrive on stdin in the
+same module's format; the end of stdin (the host closed the session or died)
 ends everything.
 
 What the supervisor decides on its own: a cell's time limit (SIGINT first, and
 every other process the cell started is ended; if the interpreter has not
 reported within the grace period, every process is killed and a fresh
-interpreter started: ``state_lost``), the interpreter's death (out of memory
-or otherwise: ``state_lost``), a broken channel (the same), the idle timeout
+interpreter started: ``state_lost``), the same after the host's interrupt, the
+interpreter's death (out of memory or otherwise: ``state_lost``), a broken or
+tampered channel (the same, see :mod:`.session_integrity`), the idle timeout
 and the lifetime. Output relayed per cell is capped (the rest is read and
 dropped), so the host's memory is bounded whatever the code prints. Files are
 read and written by a helper process that drops to the session's uid and never
-follows a link.
+follows a link; commands run beside the interpreter (:mod:`.session_commands`).
 """
 
 from __future__ import annotations
@@ -68,11 +56,34 @@ from .session_channel import (
     clean_result,
     encode_command,
 )
+from .session_commands import Commands, processes_of_sessions
 from .session_files import file_request
 from .session_integrity import holders_seen_as, tampering
+from .session_protocol import (
+    COMMAND,
+    DISPLAY as DISPLAY_FRAME,
+    END,
+    ERR,
+    EXPIRED,
+    FAILED,
+    FILE,
+    FILE_ANSWER,
+    INTERRUPT,
+    LOST,
+    OUT,
+    READY as READY_FRAME,
+    RESTART,
+    RUN,
+    SIGNAL,
+    ProtocolError,
+    Request,
+    RequestReader,
+    cell_verdict,
+    encode_frame,
+    file_answer,
+)
 
-FRAME_START = b"\x1e"
-_REQUEST_HEADER_LIMIT = 256
+_NONCE_LINE_LIMIT = 256
 _REINTERRUPT_SECONDS = 0.5
 _STARTUP_ERRORS = 2048
 _CHUNK = 64 * 1024
@@ -95,6 +106,7 @@ class Settings:
     output_bytes: int
     display_bytes: int
     file_bytes: int
+    code_bytes: int
     environment: dict[str, str]
 
 
@@ -123,6 +135,8 @@ class Cell:
     seq: int
     limit: float
     code: str
+    options: dict[str, Any] = field(default_factory=dict)
+    """What the driver is told besides the code (the context, and which to start afresh)."""
     dispatched: bool = False
     deadline: float | None = None
     grace_deadline: float | None = None
@@ -144,7 +158,7 @@ class Supervisor:
         self.settings = settings
         self.driver = driver
         self.nonce: bytes | None = None
-        self.held: list[bytes] = []
+        self.held: list[tuple[str, bytes]] = []
         self.selector = selectors.DefaultSelector()
         self.started = time.monotonic()
         self.last_activity = self.started
@@ -154,7 +168,8 @@ class Supervisor:
         self.helpers: dict[int, Helper] = {}
         self.helper_processes: set[int] = set()
         """File helpers not reaped yet (a helper may still be ending after its answer came)."""
-        self.requests = bytearray()
+        self.requests = RequestReader(max(settings.file_bytes, settings.code_bytes))
+        self.nonce_line = bytearray()
         self.startup_errors = b""
         self.relayed = {"out": 0, "err": 0, "display": 0}
         self.truncated = {"out": False, "err": False, "display": False}
@@ -167,15 +182,23 @@ class Supervisor:
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         self.selector.register(wake_read, selectors.EVENT_READ, "wake")
         self.selector.register(0, selectors.EVENT_READ, "requests")
+        self.commands = Commands(
+            self.selector,
+            self.emit,
+            uid=settings.uid,
+            gid=settings.gid,
+            workdir=settings.workdir,
+            environment=settings.environment,
+            output_bytes=settings.output_bytes,
+        )
 
     # -- frames to the host ------------------------------------------------------------
 
     def emit(self, kind: str, payload: bytes) -> None:
-        head = b" " + kind.encode() + b" " + str(len(payload)).encode() + b"\n"
         if self.nonce is None:
-            self.held.append(head + payload)
+            self.held.append((kind, payload))
             return
-        write_all(1, FRAME_START + self.nonce + head + payload)
+        write_all(1, encode_frame(self.nonce, kind, payload))
 
     def emit_json(self, kind: str, payload: dict[str, Any]) -> None:
         self.emit(kind, json.dumps(payload).encode())
@@ -193,7 +216,7 @@ class Supervisor:
             data = data[: max(room, 0)]
         if data:
             self.relayed[stream] += len(data)
-            self.emit(stream, data)
+            self.emit({"out": OUT, "err": ERR, "display": DISPLAY_FRAME}[stream], data)
 
     # -- the interpreter -------------------------------------------------------------
 
@@ -301,6 +324,7 @@ class Supervisor:
         self.reap_quietly()
         for pid in list(self.helpers):
             self.finish_helper(pid, {"error": "the session's interpreter was restarted"})
+        self.commands.forget("every process of the session was ended (the interpreter restarted)")
 
     def reap_quietly(self) -> None:
         try:
@@ -315,6 +339,8 @@ class Supervisor:
         if self.interpreter is not None:
             keep.add(self.interpreter.pid)
             keep.update(self.interpreter.keep)
+        if self.commands:
+            keep.update(processes_of_sessions(self.commands.sessions()))
         give_up = time.monotonic() + 1.0
         while time.monotonic() < give_up:
             found = False
@@ -345,7 +371,7 @@ class Supervisor:
     def replace_interpreter(self, reason: str) -> None:
         """Between cells: a fresh interpreter; the waiting cell runs there and says why."""
         self.lost_reason = reason
-        self.emit_json("lost", {"reason": reason})
+        self.emit_json(LOST, {"reason": reason})
         cell, self.cell = self.cell, None
         self.restart(reason)
         self.cell = cell
@@ -382,30 +408,34 @@ class Supervisor:
         reason = _death_reason(status, _oom_kills() > interpreter.oom_kills)
         if not interpreter.ready:
             said = self.startup_errors.decode("utf-8", "replace").strip()
-            self.emit_json("failed", {"reason": f"{reason}: {said}" if said else reason})
+            self.emit_json(FAILED, {"reason": f"{reason}: {said}" if said else reason})
             raise SystemExit(1)
         if self.cell is None:
             self.lost_reason = reason
-            self.emit_json("lost", {"reason": reason})
+            self.emit_json(LOST, {"reason": reason})
         self.restart(reason)
 
     # -- cells ------------------------------------------------------------------------
 
-    def begin_cell(self, seq: int, limit: float, code: str) -> None:
-        self.relayed = dict.fromkeys(self.relayed, 0)
-        self.truncated = dict.fromkeys(self.truncated, False)
+    def begin_cell(self, seq: int, limit: float, code: str, options: dict[str, Any]) -> None:
         if self.cell is not None:
-            self.emit_json(
-                "end",
-                {
-                    "seq": seq,
-                    "refused": "another cell is running",
-                    "timed_out": False,
-                    "state_lost": False,
-                },
+            # The host runs one cell at a time; a second one is refused, never queued.
+            self.emit(
+                END,
+                cell_verdict(
+                    seq,
+                    count=None,
+                    error={"name": "Refused", "value": "another cell is running", "traceback": ""},
+                    timed_out=False,
+                    state_lost=False,
+                    reason=None,
+                    truncated={},
+                ),
             )
             return
-        self.cell = Cell(seq=seq, limit=limit, code=code)
+        self.relayed = dict.fromkeys(self.relayed, 0)
+        self.truncated = dict.fromkeys(self.truncated, False)
+        self.cell = Cell(seq=seq, limit=limit, code=code, options=options)
         self.dispatch()
 
     def dispatch(self) -> None:
@@ -416,7 +446,7 @@ class Supervisor:
         if problem is not None:
             if interpreter.cells == 0:
                 # Nothing of the session's code has run in it: the check itself cannot work here.
-                self.emit_json("failed", {"reason": f"cannot vouch for the interpreter: {problem}"})
+                self.emit_json(FAILED, {"reason": f"cannot vouch for the interpreter: {problem}"})
                 raise SystemExit(1)
             self.replace_interpreter(
                 f"{problem}: the interpreter was ended and a fresh one started"
@@ -426,7 +456,12 @@ class Supervisor:
         interpreter.cells += 1
         cell.deadline = time.monotonic() + cell.limit
         interpreter.outgoing += encode_command(
-            {"seq": cell.seq, "code": cell.code, "display_limit": self.settings.display_bytes}
+            {
+                "seq": cell.seq,
+                "code": cell.code,
+                "display_limit": self.settings.display_bytes,
+                **cell.options,
+            }
         )
         cell.code = ""
         self.selector.register(interpreter.commands, selectors.EVENT_WRITE, "commands")
@@ -441,6 +476,7 @@ class Supervisor:
                 self.settings.gid,
                 frozenset(inode for _, inode in interpreter.channel),
                 spared,
+                set(processes_of_sessions(self.commands.sessions())) if self.commands else set(),
             )
         except PermissionError as error:
             return f"the session's processes cannot be checked ({error})"
@@ -463,19 +499,17 @@ class Supervisor:
             self.lost_reason = None
         self.cell = None
         self.last_activity = time.monotonic()
-        self.emit_json(
-            "end",
-            {
-                "seq": cell.seq,
-                "count": count,
-                "error": error,
-                "timed_out": cell.timed_out,
-                "state_lost": state_lost,
-                "reason": reason,
-                "stdout_truncated": self.truncated["out"],
-                "stderr_truncated": self.truncated["err"],
-                "outputs_truncated": self.truncated["display"],
-            },
+        self.emit(
+            END,
+            cell_verdict(
+                cell.seq,
+                count=count,
+                error=error,
+                timed_out=cell.timed_out,
+                state_lost=state_lost,
+                reason=reason,
+                truncated=self.truncated,
+            ),
         )
 
     def on_message(self, kind: bytes, payload: dict[str, Any]) -> None:
@@ -487,7 +521,7 @@ class Supervisor:
             keep = payload.get("keep")
             if isinstance(keep, list):
                 interpreter.keep = {pid for pid in keep[:8] if isinstance(pid, int) and pid > 1}
-            self.emit_json("ready", {"count": clean_count(payload.get("count"))})
+            self.emit_json(READY_FRAME, {"count": clean_count(payload.get("count"))})
             self.dispatch()
         elif kind == DISPLAY:
             output = clean_display(payload)
@@ -511,7 +545,7 @@ class Supervisor:
                 and not interpreter.ready
                 and now - interpreter.started > self.settings.start_seconds
             ):
-                self.emit_json("failed", {"reason": "the interpreter did not start in time"})
+                self.emit_json(FAILED, {"reason": "the interpreter did not start in time"})
                 raise SystemExit(1)
             return
         if not cell.dispatched:
@@ -564,50 +598,57 @@ class Supervisor:
             data = b""
         if not data:
             self.finish(None)
-        self.requests += data
         if self.nonce is None:
-            newline = self.requests.find(b"\n")
+            self.nonce_line += data
+            newline = self.nonce_line.find(b"\n")
             if newline < 0:
-                if len(self.requests) > _REQUEST_HEADER_LIMIT:
+                if len(self.nonce_line) > _NONCE_LINE_LIMIT:
                     raise SystemExit(2)
                 return
-            self.nonce = bytes(self.requests[:newline])
-            del self.requests[: newline + 1]
-            for frame in self.held:
-                write_all(1, FRAME_START + self.nonce + frame)
+            self.nonce = bytes(self.nonce_line[:newline])
+            data = bytes(self.nonce_line[newline + 1 :])
+            del self.nonce_line[:]
+            for kind, payload in self.held:
+                write_all(1, encode_frame(self.nonce, kind, payload))
             self.held = []
-        while self.take_request():
-            pass
+        try:
+            requests = self.requests.feed(data)
+        except ProtocolError as error:
+            # Only the host writes here: a broken stream is a bug, and it ends the session.
+            self.emit_json(FAILED, {"reason": f"the host broke the session's protocol ({error})"})
+            raise SystemExit(2) from None
+        for request in requests:
+            self.last_activity = time.monotonic()
+            self.on_request(request)
 
-    def take_request(self) -> bool:
-        newline = self.requests.find(b"\n")
-        if newline < 0:
-            if len(self.requests) > _REQUEST_HEADER_LIMIT:
-                raise SystemExit(2)
-            return False
-        kind, ident, first, second = bytes(self.requests[:newline]).decode().split(" ")
-        a, b = int(first), int(second)
-        size = {"run": b, "put": a + b, "get": a, "list": a}.get(kind, 0)
-        if len(self.requests) < newline + 1 + size:
-            return False
-        payload = bytes(self.requests[newline + 1 : newline + 1 + size])
-        del self.requests[: newline + 1 + size]
-        self.last_activity = time.monotonic()
-        if kind == "run":
-            self.begin_cell(int(ident), a / 1000, payload.decode())
-        elif kind == "interrupt":
+    def on_request(self, request: Request) -> None:
+        meta = request.meta
+        if request.kind == RUN:
+            limit_ms = meta.get("limit_ms")
+            limit = limit_ms / 1000 if isinstance(limit_ms, int) and limit_ms > 0 else 30.0
+            options: dict[str, Any] = {
+                key: meta[key] for key in ("context", "fresh", "drop") if key in meta
+            }
+            code = request.data.decode("utf-8", "surrogateescape")
+            seq = int(request.ident) if request.ident.isdigit() else 0
+            self.begin_cell(seq, limit, code, options)
+        elif request.kind == INTERRUPT:
             self.interrupt_cell()
-        elif kind == "restart":
+        elif request.kind == RESTART:
             self.lost_reason = None
             self.restart("the session was restarted")
-        elif kind in ("put", "get", "list"):
-            name = payload[:a].decode("utf-8", "surrogateescape")
-            self.start_helper(ident, kind, name, payload[a:], b)
-        return True
+        elif request.kind == FILE:
+            self.start_helper(request.ident, meta, request.data)
+        elif request.kind == COMMAND:
+            self.commands.start(request.ident, meta)
+        elif request.kind == SIGNAL:
+            self.commands.signal(request.ident, meta.get("signal"))
 
     # -- files ------------------------------------------------------------------------
 
-    def start_helper(self, ident: str, kind: str, name: str, data: bytes, limit: int) -> None:
+    def start_helper(self, ident: str, meta: dict[str, Any], data: bytes) -> None:
+        max_bytes = meta.get("max_bytes")
+        limit = max_bytes if isinstance(max_bytes, int) and max_bytes >= 0 else 0
         read_end, write_end = os.pipe()
         try:
             pid = os.fork()
@@ -627,9 +668,10 @@ class Supervisor:
                 os.closerange(write_end + 1, _MAX_FD)
                 drop_to(self.settings.uid, self.settings.gid)
                 make_undumpable()
-                answer = file_request(self.settings.workdir, kind, name, data, limit)
+                answer = file_request(self.settings.workdir, meta, data, self.settings.file_bytes)
             except BaseException as error:
-                answer = json.dumps({"error": str(error)}).encode() + b"\n"
+                refusal = {"error": str(error), "missing": isinstance(error, FileNotFoundError)}
+                answer = json.dumps(refusal).encode() + b"\n"
             with contextlib.suppress(OSError):
                 write_all(write_end, answer)
             os._exit(0)
@@ -661,7 +703,9 @@ class Supervisor:
         head, _, body = bytes(helper.data).partition(b"\n")
         try:
             answer = json.loads(head)
-        except ValueError:
+        except (ValueError, RecursionError):
+            answer = {"error": "the file helper ended without an answer"}
+        if not isinstance(answer, dict):
             answer = {"error": "the file helper ended without an answer"}
         self.finish_helper(pid, answer, body)
 
@@ -675,14 +719,14 @@ class Supervisor:
         self.emit_file(helper.ident, answer, body)
 
     def emit_file(self, ident: str, answer: dict[str, Any], body: bytes) -> None:
-        self.emit("file", ident.encode() + b"\n" + json.dumps(answer).encode() + b"\n" + body)
+        self.emit(FILE_ANSWER, file_answer(ident, answer, body))
 
     # -- the loop ---------------------------------------------------------------------
 
     def finish(self, reason: str | None) -> None:
         """End every process and the container; tell the host why, if it is still there."""
         if reason is not None:
-            self.emit_json("expired", {"reason": reason})
+            self.emit_json(EXPIRED, {"reason": reason})
         self.close_interpreter()
         self.kill_everything()
         raise SystemExit(0)
@@ -692,6 +736,9 @@ class Supervisor:
             self.started + self.settings.lifetime_seconds,
             now + 0.5,  # the start-up check
         ]
+        command_deadline = self.commands.next_deadline()
+        if command_deadline is not None:
+            moments.append(command_deadline)
         if self.cell is None:
             moments.append(self.last_activity + self.settings.idle_seconds)
         else:
@@ -717,9 +764,11 @@ class Supervisor:
                 and self.interpreter.ready
                 and now - self.last_activity >= self.settings.idle_seconds
                 and not self.helpers
+                and not self.commands
             ):
                 self.finish("the session was idle for too long")
             self.check_cell_clock(now)
+            self.commands.check_deadlines(now)
 
     def on_ready(self, what: Any, descriptor: int) -> None:
         interpreter = self.interpreter
@@ -731,6 +780,8 @@ class Supervisor:
                 pass
         elif what == "requests":
             self.on_requests()
+        elif isinstance(what, tuple) and what[0] == "command":
+            self.commands.on_output(what[1], what[2])
         elif isinstance(what, tuple):
             self.on_helper(what[1])
         elif interpreter is None:
@@ -793,6 +844,8 @@ class Supervisor:
             if pid == 0:
                 return
             self.helper_processes.discard(pid)
+            if self.commands.on_exit(pid, status):
+                continue
             if self.interpreter is not None and pid == self.interpreter.pid:
                 self.interpreter_died(status)
             elif pid in self.helpers:
@@ -862,7 +915,7 @@ def main(arguments: list[str]) -> None:
         raise
     except BaseException as error:
         try:
-            supervisor.emit_json("failed", {"reason": f"the session supervisor failed: {error!r}"})
+            supervisor.emit_json(FAILED, {"reason": f"the session supervisor failed: {error!r}"})
         finally:
             supervisor.close_interpreter()
             supervisor.kill_everything()

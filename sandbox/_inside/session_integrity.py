@@ -27,7 +27,7 @@ _SOCKET_PREFIX = "socket:["
 
 
 def holders_seen_as(
-    uid: int, gid: int, inodes: frozenset[int], spared: set[int]
+    uid: int, gid: int, inodes: frozenset[int], spared: set[int], unreadable_ok: set[int]
 ) -> set[tuple[int, int, int]]:
     """:func:`channel_holders` with file access checked as ``uid:gid`` (``setfsuid``).
 
@@ -42,43 +42,76 @@ def holders_seen_as(
         if libc.setfsuid(uid) != uid or libc.setfsgid(gid) != gid:
             raise PermissionError("cannot take the session's file system identity (setfsuid)")
         pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-        return channel_holders(inodes, [pid for pid in pids if pid not in spared])
+        checked = [pid for pid in pids if pid not in spared]
+        return channel_holders(inodes, checked, uid, unreadable_ok=unreadable_ok)
     finally:
         libc.setfsuid(0)
         libc.setfsgid(0)
 
 
 def channel_holders(
-    inodes: frozenset[int], pids: list[int], proc: str = "/proc"
+    inodes: frozenset[int],
+    pids: list[int],
+    uid: int,
+    *,
+    unreadable_ok: frozenset[int] | set[int] = frozenset(),
+    proc: str = "/proc",
 ) -> set[tuple[int, int, int]]:
-    """Every ``(pid, descriptor, inode)`` of the processes ``pids`` (their threads included)
-    that holds one of the sockets ``inodes``; a process that has ended meanwhile is left out.
+    """Every ``(pid, descriptor, inode)`` of the processes of ``uid`` among ``pids`` (their
+    threads included) that holds one of the sockets ``inodes``. A process of another uid (the
+    supervisor's own children before they drop to the session's uid) or one that has ended
+    meanwhile is left out.
 
     Raises :class:`PermissionError` when a process's descriptors cannot be read (it made
-    itself not dumpable): the check then cannot vouch for the channel.
+    itself not dumpable): the check then cannot vouch for the channel. Processes in
+    ``unreadable_ok`` (the supervisor's own commands, not dumpable for a moment between
+    their drop to the session's uid and their ``exec``) are passed over instead.
     """
     found: set[tuple[int, int, int]] = set()
     for pid in pids:
+        if _real_uid(f"{proc}/{pid}/status") != uid:
+            continue
         try:
-            threads = os.listdir(f"{proc}/{pid}/task")
+            found |= _holders_in(pid, inodes, proc)
+        except PermissionError:
+            if pid not in unreadable_ok:
+                raise
+    return found
+
+
+def _holders_in(pid: int, inodes: frozenset[int], proc: str) -> set[tuple[int, int, int]]:
+    found: set[tuple[int, int, int]] = set()
+    try:
+        threads = os.listdir(f"{proc}/{pid}/task")
+    except FileNotFoundError:
+        return found
+    for thread in threads:
+        folder = f"{proc}/{pid}/task/{thread}/fd"
+        try:
+            descriptors = os.listdir(folder)
         except FileNotFoundError:
             continue
-        for thread in threads:
-            folder = f"{proc}/{pid}/task/{thread}/fd"
+        for descriptor in descriptors:
             try:
-                descriptors = os.listdir(folder)
+                target = os.readlink(f"{folder}/{descriptor}")
             except FileNotFoundError:
                 continue
-            for descriptor in descriptors:
-                try:
-                    target = os.readlink(f"{folder}/{descriptor}")
-                except FileNotFoundError:
-                    continue
-                if target.startswith(_SOCKET_PREFIX):
-                    inode = int(target[len(_SOCKET_PREFIX) : -1])
-                    if inode in inodes:
-                        found.add((pid, int(descriptor), inode))
+            if target.startswith(_SOCKET_PREFIX):
+                inode = int(target[len(_SOCKET_PREFIX) : -1])
+                if inode in inodes:
+                    found.add((pid, int(descriptor), inode))
     return found
+
+
+def _real_uid(status_path: str) -> int | None:
+    try:
+        with open(status_path, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def tampering(expected: set[tuple[int, int, int]], found: set[tuple[int, int, int]]) -> str | None:

@@ -185,6 +185,38 @@ def _reap_children() -> None:
         pass
 
 
+class Contexts:
+    """Named namespaces of the one shell: a context is a fresh ``__main__`` of its own.
+
+    The default context (``None``) is the shell's own namespace; another is made on
+    its first cell, started afresh when asked, and forgotten when dropped.
+    """
+
+    def __init__(self, shell: Any) -> None:
+        self._shell = shell
+        self._namespaces: dict[str | None, tuple[Any, dict[str, Any]]] = {
+            None: (shell.user_module, shell.user_ns)
+        }
+
+    def enter(self, command: dict[str, Any]) -> None:
+        """Make the command's context the shell's namespace for its cell."""
+        import types
+
+        for name in command.get("drop") or ():
+            if isinstance(name, str):
+                self._namespaces.pop(name, None)
+        name = command.get("context")
+        if not isinstance(name, str):
+            name = None
+        if name is not None and (command.get("fresh") or name not in self._namespaces):
+            module = types.ModuleType("__main__")
+            self._namespaces[name] = (module, module.__dict__)
+            self._shell.user_module, self._shell.user_ns = module, module.__dict__
+            self._shell.init_user_ns()
+            return
+        self._shell.user_module, self._shell.user_ns = self._namespaces[name]
+
+
 def _leave_the_channel() -> None:
     """In a process a cell forked: the channel is the interpreter's, not the child's."""
     for descriptor in (COMMANDS_FD, MESSAGES_FD):
@@ -204,6 +236,7 @@ def main(arguments: list[str]) -> None:
     saved = {number: os.dup(number) for number in (1, 2)}
     signal.signal(signal.SIGINT, _on_interrupt)
     shell = _make_shell()
+    contexts = Contexts(shell)
     send_message(READY, {"count": shell.execution_count})
     while True:
         command = receive_command()
@@ -211,6 +244,7 @@ def main(arguments: list[str]) -> None:
             return
         _restore_streams(saved)
         _state["display_limit"] = command.get("display_limit")
+        contexts.enter(command)
         shell.last_error = None
         count = shell.execution_count
         _state["in_cell"] = True

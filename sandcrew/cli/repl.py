@@ -40,6 +40,7 @@ from sandcrew.sandbox import (
     SessionClosedError,
     SessionLimits,
 )
+from sandcrew.sandbox._lazy_session import LazySession
 
 IMAGE_SUFFIXES = {
     "image/png": ".png",
@@ -110,24 +111,21 @@ def repl(
     if interactive:
         import readline  # noqa: F401  (line editing and history for input())
     with asyncio.Runner() as runner, _TerminateAsExit():
-        sandbox = DockerSandbox(settings.sandbox)
+        held = LazySession(DockerSandbox(settings.sandbox), language.value, limits=limits)
         try:
-            session = sandbox.session(language.value, limits=limits)
             _status(f"starting a {language.value} session…")
-            runner.run(_start(session, inputs))
-            try:
-                code = _loop(runner, session, images, interactive=interactive)
-            finally:
-                runner.run(session.close())
+            session = runner.run(_start(held, inputs))
+            code = _loop(runner, session, images, interactive=interactive)
         finally:
-            runner.run(sandbox.aclose())
+            runner.run(held.aclose())
     raise typer.Exit(code)
 
 
-async def _start(session: Session, inputs: dict[str, Path]) -> None:
-    await session.start()
+async def _start(held: LazySession, inputs: dict[str, Path]) -> Session:
+    session = await held.open()
     for name, path in inputs.items():
         await session.put_file(name, path)
+    return session
 
 
 def _loop(runner: asyncio.Runner, session: Session, images: Path, *, interactive: bool) -> int:

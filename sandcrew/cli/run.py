@@ -115,17 +115,10 @@ def run(
     raise typer.Exit(exit_code_for(result))
 
 
-INLINE_ARTIFACT_BYTES = 64 * 1024
-"""``--json`` carries an artifact's bytes (base64) only up to this size; ``--out`` saves any."""
-
-
 def json_document(result: ExecutionResult) -> dict[str, Any]:
-    """The ``--json`` document: the result, and small artifacts' bytes as ``data_base64``."""
-    document = result.model_dump(mode="json")
-    for entry, artifact in zip(document["artifacts"], result.artifacts, strict=True):
-        small = artifact.size <= INLINE_ARTIFACT_BYTES
-        entry["data_base64"] = artifact.data_base64() if small else None
-    return document
+    """The ``--json`` document: the result as JSON, artifacts' bytes as ``data_base64`` up to
+    :data:`~sandcrew.sandbox.INLINE_BYTES` (``--out`` saves any)."""
+    return result.model_dump(mode="json")
 
 
 def _language_of(source: str) -> str:

@@ -32,15 +32,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from sandcrew._extras import MissingExtraError
-from sandcrew.integrations._outcome import TIMEOUT_EXIT_CODE, combined_output, posix_exit_code
 from sandcrew.sandbox import (
-    CellResult,
     DockerSandbox,
     Sandbox,
     SandboxConfig,
     Session,
     SessionLimits,
 )
+from sandcrew.sandbox._lazy_session import LazySession
+from sandcrew.sandbox._result import TIMEOUT_EXIT_CODE
 
 try:
     from ag2.tools.sandbox import ExecResult, SandboxBase
@@ -91,9 +91,9 @@ class SandcrewSandbox(SandboxBase):
             return ExecResult(output="", exit_code=USAGE_EXIT_CODE)
         program = self._program(argv, env or {})
         result = await self._sandbox.run(program, "bash", timeout=timeout)
-        output = combined_output(result).strip()
-        exit_code = posix_exit_code(result)
-        if exit_code == TIMEOUT_EXIT_CODE and result.timed_out:
+        output = result.combined_output().strip()
+        exit_code = result.posix_exit_code
+        if result.timed_out:
             output = f"{output}\nExecution timed out after {result.timeout:g}s".strip()
         return ExecResult(output=output, exit_code=exit_code)
 
@@ -198,38 +198,12 @@ def _relative(path: PurePosixPath) -> PurePosixPath:
     return path
 
 
-NOT_FOUND_EXIT_CODE = 127
-"""A command that is not there, as a shell reports it."""
-
-# Runs one argv in the session's interpreter as a child process: its output is captured
-# (never the cell's own), its exit code is the cell's value; AG2's timeout kills it.
-_EXEC_CELL = """\
-import os as _os, shutil as _shutil, subprocess as _subprocess, sys as _sys
-_argv = {argv!r}
-if _argv[0] == "python" and _shutil.which("python") is None:
-    _argv[0] = _sys.executable
-try:
-    _done = _subprocess.run(
-        _argv, cwd={workdir!r}, env={{**_os.environ, **{env!r}}}, stdin=_subprocess.DEVNULL,
-        stdout=_subprocess.PIPE, stderr=_subprocess.STDOUT, timeout={timeout!r},
-    )
-    _outcome = (_done.returncode, _done.stdout)
-except _subprocess.TimeoutExpired as _expired:
-    _outcome = ({timeout_code}, _expired.stdout or b"")
-except OSError as _missing:
-    _outcome = ({not_found_code}, str(_missing).encode())
-_sys.stdout.buffer.write(_outcome[1])
-_sys.stdout.flush()
-_outcome[0]
-"""
-
-
 class SandcrewSessionSandbox(SandboxBase):
     """An AG2 sandbox on one sandcrew session: files persist between ``exec`` calls.
 
-    Each ``exec`` runs ``argv`` as a child of the session's interpreter in the working
-    directory; its combined output and exit code come back (124 when AG2's timeout ended
-    it, 127 when the command is not there). Opened and closed by
+    Each ``exec`` runs ``argv`` as a command beside the session's interpreter, in the
+    working directory; its combined output and exit code come back (124 when AG2's
+    timeout ended it, 127 when the command is not there). Opened and closed by
     :class:`SandcrewSessionFactory`; :meth:`aclose` here is a no-op, so that AG2 closing
     the sandbox after a call keeps it for the next.
     """
@@ -260,45 +234,29 @@ class SandcrewSessionSandbox(SandboxBase):
             if not _VARIABLE_NAME.match(name):
                 raise ValueError(f"environment variable names are letters, digits and _ ({name!r})")
         limit = self._default_timeout if timeout is None else timeout
-        cell = _EXEC_CELL.format(
-            argv=list(argv),
-            workdir=str(self.workdir),
-            env=dict(env or {}),
-            timeout=limit,
-            timeout_code=TIMEOUT_EXIT_CODE,
-            not_found_code=NOT_FOUND_EXIT_CODE,
+        # The images have python3; AG2's code tool calls it python.
+        command = [*(["python3"] if argv[0] == "python" else argv[:1]), *argv[1:]]
+        result = await self._session.run_command(
+            shlex.join(command), env=dict(env or {}), timeout=limit
         )
-        # The cell's own limit is a backstop past the command's.
-        result = await self._session.run(cell, timeout=limit + 10)
-        exit_code = _exit_code_of(result)
         output = (result.stdout + result.stderr).strip()
-        if exit_code == TIMEOUT_EXIT_CODE:
+        if result.timed_out:
             output = f"{output}\nExecution timed out after {limit:g}s".strip()
-        return ExecResult(output=output, exit_code=exit_code)
+            return ExecResult(output=output, exit_code=TIMEOUT_EXIT_CODE)
+        return ExecResult(output=output, exit_code=result.exit_code)
 
     async def put_file(self, path: PurePosixPath, content: bytes) -> None:
         await self._session.put_file(str(_relative(path)), bytes(content))
 
     async def remove_file(self, path: PurePosixPath) -> None:
-        target = str(_relative(path))
-        await self._session.run(
-            f"import contextlib, os\nwith contextlib.suppress(OSError):\n    os.remove({target!r})"
-        )
+        if await self._session.stat_file(str(_relative(path))) is not None:
+            await self._session.remove_file(str(_relative(path)))
 
     async def aclose(self) -> None:
         """Kept open for the next call; the factory closes it."""
 
     def __deepcopy__(self, memo: dict[int, object]) -> Self:
         return self
-
-
-def _exit_code_of(result: CellResult) -> int:
-    if result.timed_out:
-        return TIMEOUT_EXIT_CODE
-    values = [output.data.get("text/plain") for output in result.outputs if output.kind == "result"]
-    if result.error is None and values and isinstance(values[-1], str) and values[-1].isdigit():
-        return int(values[-1])
-    return 1  # the interpreter failed to run the command (it was restarted, or raised)
 
 
 class SandcrewSessionFactory:
@@ -314,8 +272,8 @@ class SandcrewSessionFactory:
     ) -> None:
         self._sandbox = DockerSandbox(config)
         self._limits = limits if limits is not None else SessionLimits()
+        self._cells = LazySession(self._sandbox, "python", limits=self._limits)
         self._opened: SandcrewSessionSandbox | None = None
-        self._session: Session | None = None
 
     @property
     def sandbox(self) -> DockerSandbox:
@@ -331,24 +289,21 @@ class SandcrewSessionFactory:
     ) -> AsyncIterator[SandcrewSessionSandbox]:
         """The persistent sandbox (started on first use); nothing to resolve from ``context``."""
         del context
-        if self._session is None or self._session.closed:
-            session = self._sandbox.session("python", limits=self._limits)
-            await session.start()
-            self._session = session
+        current = self._cells.current
+        if current is not None and current.closed:
+            self._cells = LazySession(self._sandbox, "python", limits=self._limits)
+            self._opened = None
+        session = await self._cells.open()
+        if self._opened is None:
             config = self._sandbox.config
             self._opened = SandcrewSessionSandbox(
                 session, workdir=config.workdir, default_timeout=config.timeout
             )
-        assert self._opened is not None
         yield self._opened
 
     async def aclose(self) -> None:
-        session, self._session, self._opened = self._session, None, None
-        try:
-            if session is not None:
-                await session.close()
-        finally:
-            await self._sandbox.aclose()
+        self._opened = None
+        await self._cells.aclose()
 
     def __deepcopy__(self, memo: dict[int, object]) -> Self:
         return self

@@ -32,15 +32,14 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel
 
 from sandcrew._extras import MissingExtraError
-from sandcrew.integrations._outcome import TIMEOUT_EXIT_CODE, combined_output, posix_exit_code
 from sandcrew.sandbox import (
     CellResult,
     DockerSandbox,
     SandboxConfig,
-    Session,
     SessionLimits,
     normalize_language,
 )
+from sandcrew.sandbox._lazy_session import LazySession
 
 try:
     from autogen_core import CancellationToken, Component
@@ -105,9 +104,9 @@ class SandcrewCodeExecutor(CodeExecutor, Component[SandcrewCodeExecutorConfig]):
             run = asyncio.ensure_future(self._sandbox.run(block.code, language))
             cancellation_token.link_future(run)
             result = await run
-            exit_code = posix_exit_code(result)
-            output = combined_output(result)
-            if exit_code == TIMEOUT_EXIT_CODE:
+            exit_code = result.posix_exit_code
+            output = result.combined_output()
+            if result.timed_out:
                 output += f"\n Timeout (the block ran longer than {result.timeout:g}s)"
             outputs.append(output)
             if exit_code != 0:
@@ -141,8 +140,6 @@ SAVED_MEDIA_TYPES = {
     "text/html": ".html",
 }
 """Display outputs a :class:`SandcrewSessionExecutor` saves as files (as autogen-ext's does)."""
-ERROR_EXIT_CODE = 1
-"""A block that raised, or whose interpreter had to be restarted."""
 
 
 @dataclass
@@ -192,7 +189,7 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
         self._sandbox = DockerSandbox(config)
         self._limits = limits if limits is not None else SessionLimits()
         self._output_dir = Path(output_dir) if output_dir is not None else None
-        self._session: Session | None = None
+        self._cells = LazySession(self._sandbox, "python", limits=self._limits)
 
     @property
     def sandbox(self) -> DockerSandbox:
@@ -210,35 +207,24 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
         return ("python",)
 
     async def start(self) -> None:
-        if self._session is not None and not self._session.closed:
-            return
-        await self._sandbox.start()
-        session = self._sandbox.session("python", limits=self._limits)
-        await session.start()
-        self._session = session
+        current = self._cells.current
+        if current is not None and current.closed:
+            self._cells = LazySession(self._sandbox, "python", limits=self._limits)
+        await self._cells.open()
         self.output_dir.mkdir(parents=True, exist_ok=True)
 
     async def stop(self) -> None:
-        session, self._session = self._session, None
-        try:
-            if session is not None:
-                await session.close()
-        finally:
-            await self._sandbox.aclose()
+        await self._cells.aclose()
 
     async def restart(self) -> None:
         """A fresh interpreter: variables and imports are gone, files stay."""
-        if self._session is None or self._session.closed:
-            await self.start()
-        else:
-            await self._session.restart()
+        await self._cells.restart()
 
     async def execute_code_blocks(
         self, code_blocks: Sequence[CodeBlock], cancellation_token: CancellationToken
     ) -> SessionCodeResult:
         await self.start()
-        session = self._session
-        assert session is not None
+        session = await self._cells.open()
         outputs: list[str] = []
         files: list[Path] = []
         for block in code_blocks:
@@ -257,9 +243,8 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
             text, saved = self._read(result)
             outputs.append(text)
             files += saved
-            exit_code = _exit_code(result)
-            if exit_code != 0:
-                return SessionCodeResult(exit_code, "\n".join(outputs), files)
+            if result.exit_code != 0:
+                return SessionCodeResult(result.exit_code, "\n".join(outputs), files)
         return SessionCodeResult(0, "\n".join(outputs), files)
 
     def _read(self, result: CellResult) -> tuple[str, list[Path]]:
@@ -276,18 +261,14 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
                     parts.append(f"{media_type} saved to {path}\n")
                     break
             else:
-                text = output.data.get("text/plain")
-                if isinstance(text, str):
+                text = output.text()
+                if text is not None:
                     parts.append(text + "\n")
         if result.error is not None:
             parts.append(f"{result.error.traceback or result.error.name}\n")
         if result.timed_out:
             parts.append(f"Timeout (the cell ran longer than {self._limits.cell_timeout:g}s)\n")
-        if result.state_lost:
-            parts.append(
-                f"[the interpreter was restarted: {result.reason or 'it ended'}; "
-                "variables are gone, files kept]\n"
-            )
+        parts += [note + "\n" for note in result.notes()]
         return "".join(parts), saved
 
     def _to_config(self) -> SandcrewSessionExecutorConfig:
@@ -304,14 +285,6 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
             limits=SessionLimits.model_validate(config.limits),
             output_dir=config.output_dir,
         )
-
-
-def _exit_code(result: CellResult) -> int:
-    if result.timed_out:
-        return TIMEOUT_EXIT_CODE
-    if result.error is not None or result.state_lost:
-        return ERROR_EXIT_CODE
-    return 0
 
 
 __all__ = [

@@ -18,14 +18,13 @@ from sandcrew.mcp._admission import QueueLimits
 from sandcrew.mcp._http import AUTH_TOKEN_VARIABLE
 from sandcrew.mcp._server import SERVER_NAME, Transport, build_server, limits_of, serve
 from sandcrew.mcp._toolbox import SandboxToolbox
-from sandcrew.mcp._tools import LanguagesResult, RunCodeResult, ServerLimits
+from sandcrew.mcp._tools import LanguagesResult, ServerLimits
 
 __all__ = [
     "AUTH_TOKEN_VARIABLE",
     "SERVER_NAME",
     "LanguagesResult",
     "QueueLimits",
-    "RunCodeResult",
     "SandboxToolbox",
     "ServerLimits",
     "Transport",

@@ -21,11 +21,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from sandcrew.core import UserError
 from sandcrew.mcp._tools import (
-    CellErrorResult,
-    CellRunResult,
-    DisplayResult,
     Done,
-    FileEntryResult,
     FileListing,
     FileResult,
     ServerLimits,
@@ -34,16 +30,13 @@ from sandcrew.mcp._tools import (
 )
 from sandcrew.sandbox import (
     CellResult,
-    DisplayOutput,
-    DockerSandbox,
     OutputEvent,
     Sandbox,
     Session,
     SessionLimits,
+    SupportsSessions,
 )
 
-INLINE_DISPLAY_BYTES = 1024 * 1024
-"""A display output's MIME entry comes back only up to this size."""
 MAX_FILE_BYTES = 8 * 1024 * 1024
 """Largest file a client may put into or get from a session."""
 
@@ -120,7 +113,7 @@ class ClientSessions:
                 f"close one with session_close (open: {', '.join(held)})"
             )
         sandbox = self._sandbox()
-        if not isinstance(sandbox, DockerSandbox):
+        if not isinstance(sandbox, SupportsSessions):
             raise UserError("this server's sandbox holds no sessions; use run_code")
         session = sandbox.session(language, limits=self._session_limits)
         await session.start()
@@ -136,7 +129,7 @@ class ClientSessions:
         *,
         timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
         report: OutputReporter | None,
-    ) -> CellRunResult:
+    ) -> CellResult:
         entry = self._entry(owner, session_id)
         time_limit = min(timeout or self._limits.max_timeout, self._limits.max_timeout)
         result: CellResult | None = None
@@ -148,7 +141,7 @@ class ClientSessions:
                     await report(event)
             entry.cells += 1
         assert result is not None
-        return _cell_result(session_id, result)
+        return result
 
     async def put_file(
         self,
@@ -185,13 +178,7 @@ class ClientSessions:
 
     async def list_files(self, owner: object, session_id: str, path: str) -> FileListing:
         entries = await self._entry(owner, session_id).session.list_files(path)
-        return FileListing(
-            path=path,
-            entries=[
-                FileEntryResult(name=entry.name, kind=entry.kind, size=entry.size)
-                for entry in entries
-            ],
-        )
+        return FileListing(path=path, entries=entries)
 
     async def close(self, owner: object, session_id: str) -> Done:
         entry = self._entry(owner, session_id)
@@ -224,42 +211,6 @@ class ClientSessions:
     async def _close(self, keys: list[str]) -> None:
         sessions = [self._entries.pop(key).session for key in keys if key in self._entries]
         await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
-
-
-def _cell_result(session_id: str, result: CellResult) -> CellRunResult:
-    error = result.error
-    return CellRunResult(
-        session_id=session_id,
-        execution_count=result.execution_count,
-        stdout=result.stdout,
-        stderr=result.stderr,
-        stdout_truncated=result.stdout_truncated,
-        stderr_truncated=result.stderr_truncated,
-        outputs=[_display(output) for output in result.outputs],
-        outputs_truncated=result.outputs_truncated,
-        error=(
-            None
-            if error is None
-            else CellErrorResult(name=error.name, value=error.value, traceback=error.traceback)
-        ),
-        timed_out=result.timed_out,
-        state_lost=result.state_lost,
-        reason=result.reason,
-        duration=round(result.duration, 3),
-    )
-
-
-def _display(output: DisplayOutput) -> DisplayResult:
-    data: dict[str, str] = {}
-    omitted: list[str] = []
-    for media_type, value in output.data.items():
-        if len(value) > INLINE_DISPLAY_BYTES:
-            omitted.append(media_type)
-        elif isinstance(value, bytes):
-            data[media_type] = base64.b64encode(value).decode()
-        else:
-            data[media_type] = value
-    return DisplayResult(kind=output.kind, data=data, omitted=omitted)
 
 
 def owner_of(context: Any) -> object | None:

@@ -17,17 +17,22 @@ from sandcrew.crew import CrewResult, CrewSettings, solve_task
 from sandcrew.mcp._sessions import CONNECTIONLESS, ClientSessions
 from sandcrew.mcp._tools import (
     MIB,
-    CellRunResult,
     Done,
     FileListing,
     FileResult,
     LanguagesResult,
-    RunCodeResult,
     ServerLimits,
     SessionInfo,
     SessionList,
 )
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent, Sandbox, SandboxConfig
+from sandcrew.sandbox import (
+    CellResult,
+    DockerSandbox,
+    ExecutionResult,
+    OutputEvent,
+    Sandbox,
+    SandboxConfig,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -140,7 +145,7 @@ class SandboxToolbox:
         memory_bytes: int | None,
         network: bool,
         files: dict[str, str] | None = None,
-    ) -> RunCodeResult:
+    ) -> ExecutionResult:
         limits = self._limits
         # The schemas refuse larger values; this keeps the limits true for direct callers too.
         time_limit = min(timeout or limits.max_timeout, limits.max_timeout)
@@ -155,7 +160,7 @@ class SandboxToolbox:
         try:
             # Shielded so that a cancelled call cancels the run exactly once, and then
             # lets the sandbox remove the container before the call ends.
-            return RunCodeResult.of(await asyncio.shield(run))
+            return await asyncio.shield(run)
         except asyncio.CancelledError:
             run.cancel()
             with contextlib.suppress(BaseException):
@@ -220,7 +225,7 @@ class SandboxToolbox:
         code: str,
         *,
         timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
-    ) -> CellRunResult:
+    ) -> CellResult:
         return await self._sessions.run(
             _owner(), session_id, code, timeout=timeout, report=_output_reporter()
         )

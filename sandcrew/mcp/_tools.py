@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandcrew.crew import CrewResult
 from sandcrew.functions import FunctionTool, function
-from sandcrew.sandbox import ExecutionResult
+from sandcrew.sandbox import CellResult, ExecutionResult, FileEntry
 
 MIB = 1024 * 1024
 MIN_MEMORY_MIB = 16
@@ -38,73 +38,6 @@ class ServerLimits(BaseModel):
     """Seconds a session may go without a call before it is closed."""
     session_lifetime: float = Field(default=3600.0, gt=0)
     """Seconds after which a session is closed, however busy."""
-
-
-INLINE_ARTIFACT_BYTES = 64 * 1024
-"""A file the program wrote comes back with its bytes only up to this size."""
-
-
-class ArtifactResult(BaseModel):
-    """One file the program wrote into ``out/``."""
-
-    name: str
-    """Its path below ``out/``."""
-    size: int
-    media_type: str
-    """Guessed from the name."""
-    data_base64: str | None
-    """Its bytes, base64-encoded, when it is at most 64 KiB; else ``None``."""
-
-
-class RunCodeResult(BaseModel):
-    """What a program did. Its failure (non-zero exit, timeout, OOM) is data, not an error."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool
-    oom_killed: bool
-    stdout_truncated: bool
-    stderr_truncated: bool
-    status: str
-    """One line: ``exit code 0``, ``timed out after 5s``, ``killed: out of memory ...``."""
-    language: str
-    duration: float
-    timeout: float
-    memory_limit_bytes: int
-    artifacts: list[ArtifactResult] = []
-    """The files the program wrote into ``out/``."""
-    artifacts_truncated: bool = False
-    """Some files were left out (over the count or size caps)."""
-
-    @classmethod
-    def of(cls, result: ExecutionResult) -> "RunCodeResult":
-        return cls(
-            exit_code=result.exit_code,
-            stdout=result.stdout,
-            stderr=result.stderr,
-            timed_out=result.timed_out,
-            oom_killed=result.oom_killed,
-            stdout_truncated=result.stdout_truncated,
-            stderr_truncated=result.stderr_truncated,
-            status=result.status,
-            language=result.language,
-            duration=round(result.duration, 3),
-            timeout=result.timeout,
-            memory_limit_bytes=result.memory_limit_bytes,
-            artifacts=[
-                ArtifactResult(
-                    name=artifact.name,
-                    size=artifact.size,
-                    media_type=artifact.media_type,
-                    data_base64=(
-                        artifact.data_base64() if artifact.size <= INLINE_ARTIFACT_BYTES else None
-                    ),
-                )
-                for artifact in result.artifacts
-            ],
-            artifacts_truncated=result.artifacts_truncated,
-        )
 
 
 class LanguagesResult(BaseModel):
@@ -139,44 +72,6 @@ class SessionList(BaseModel):
     max_sessions: int
 
 
-class DisplayResult(BaseModel):
-    """One display output of a cell: a MIME bundle (binary types base64, as Jupyter has them)."""
-
-    kind: str
-    """``result`` (the value of the cell's last expression) or ``display``."""
-    data: dict[str, str]
-    omitted: list[str] = []
-    """MIME types left out: larger than 1 MiB each."""
-
-
-class CellErrorResult(BaseModel):
-    """The exception a cell raised."""
-
-    name: str
-    value: str
-    traceback: str
-
-
-class CellRunResult(BaseModel):
-    """What one cell did. Its failure (an exception, a timeout, a lost state) is data."""
-
-    session_id: str
-    execution_count: int | None
-    stdout: str
-    stderr: str
-    stdout_truncated: bool
-    stderr_truncated: bool
-    outputs: list[DisplayResult]
-    outputs_truncated: bool
-    error: CellErrorResult | None
-    timed_out: bool
-    """The cell reached its time limit and was interrupted."""
-    state_lost: bool
-    """The interpreter was replaced by a fresh one: earlier variables are gone, files stay."""
-    reason: str | None
-    duration: float
-
-
 class FileResult(BaseModel):
     """A file of a session's work dir."""
 
@@ -188,20 +83,11 @@ class FileResult(BaseModel):
     """The content base64-encoded, when it is not UTF-8 text."""
 
 
-class FileEntryResult(BaseModel):
-    """One entry of a folder of a session's work dir."""
-
-    name: str
-    kind: str
-    """``file``, ``folder``, ``link`` or ``other``."""
-    size: int
-
-
 class FileListing(BaseModel):
     """A folder of a session's work dir."""
 
     path: str
-    entries: list[FileEntryResult]
+    entries: list[FileEntry]
 
 
 class Done(BaseModel):
@@ -222,7 +108,7 @@ class Toolbox(Protocol):
         memory_bytes: int | None,
         network: bool,
         files: dict[str, str] | None = None,
-    ) -> RunCodeResult: ...
+    ) -> ExecutionResult: ...
 
     def list_languages(self) -> LanguagesResult: ...
 
@@ -236,7 +122,7 @@ class Toolbox(Protocol):
         code: str,
         *,
         timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
-    ) -> CellRunResult: ...
+    ) -> CellResult: ...
 
     async def session_put_file(
         self, session_id: str, name: str, *, text: str | None, data_base64: str | None
@@ -299,13 +185,13 @@ def tool_contracts(
                 )
             ),
         ] = None,
-    ) -> RunCodeResult:
+    ) -> ExecutionResult:
         """Run a program in a new, hardened, throwaway container and report what it did.
 
         The program's own failure (non-zero exit code, timeout, out-of-memory kill) is
         reported in the result; stdout and stderr are capped and flagged when truncated.
         Files the program writes into the folder out/ of its working directory come back
-        in artifacts (with their bytes up to 64 KiB each).
+        in artifacts (with their bytes, base64, up to 1 MiB each).
         """
         return await toolbox.run_code(
             code,
@@ -379,12 +265,13 @@ def session_contracts(limits: ServerLimits, toolbox: Toolbox) -> list[FunctionTo
                 ),
             ),
         ] = None,
-    ) -> CellRunResult:
+    ) -> CellResult:
         """Run a cell in a session, as in a notebook: earlier cells' variables are there.
 
         Reports stdout and stderr, display outputs (the last expression's value, display()
-        calls, matplotlib figures as image/png in base64), the exception if the cell raised,
-        and state_lost when the interpreter had to be replaced (variables gone, files kept).
+        calls, matplotlib figures as image/png in base64, entries over 1 MiB named in
+        omitted), the exception if the cell raised, and state_lost when the interpreter had
+        to be replaced (variables gone, files kept).
         """
         return await toolbox.session_run(session_id, code, timeout=timeout)
 

@@ -1,5 +1,6 @@
 """Test doubles for code built on sandcrew: a scripted OpenAI-compatible model server,
-personas that replay how real chat models answer, and a sandbox with scripted results.
+personas that replay how real chat models answer, and a sandbox and sessions with
+scripted results.
 
 Tests drive the real ``openai`` client over HTTP against :class:`ScriptedModelServer`;
 nothing is patched. :func:`block_real_model_requests` makes accidental real requests fail.
@@ -18,6 +19,12 @@ from sandcrew.testing._personas import (
 from sandcrew.testing._sandbox import RecordedRun, ScriptedRun, ScriptedSandbox
 from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
+from sandcrew.testing._session import (
+    RecordedCell,
+    ScriptedCell,
+    ScriptedCommand,
+    ScriptedSession,
+)
 from sandcrew.testing._templates import StrictTemplate
 
 __all__ = [
@@ -27,12 +34,16 @@ __all__ = [
     "FIBONACCI_TASK",
     "PERSONAS",
     "Persona",
+    "RecordedCell",
     "RecordedRequest",
     "RecordedRun",
     "ScriptedAgent",
+    "ScriptedCell",
+    "ScriptedCommand",
     "ScriptedModelServer",
     "ScriptedRun",
     "ScriptedSandbox",
+    "ScriptedSession",
     "ScriptedToolCall",
     "StrictTemplate",
     "Turn",

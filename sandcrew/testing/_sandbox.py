@@ -1,4 +1,4 @@
-"""A test double of the :class:`~sandcrew.sandbox.Sandbox` protocol: scripted results, no Docker.
+"""A test double of the sandbox protocols: scripted results and sessions, no Docker.
 
 For tests of code built on sandcrew (a crew, a solver, a tool) that need to say
 what a program "did" without running it: each run is answered from a table of
@@ -8,11 +8,12 @@ markers, the first marker the program contains giving its outcome.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandcrew.sandbox import ExecutionResult, OutputCallback, tell_at_end
+from sandcrew.sandbox import ExecutionResult, OutputCallback, SessionLimits, tell_at_end
+from sandcrew.testing._session import ScriptedSession
 
 SCRIPTED_IMAGE = "scripted"
 """The image an :class:`ExecutionResult` of a :class:`ScriptedSandbox` names."""
@@ -59,8 +60,12 @@ class ScriptedSandbox:
         packages: tuple[str, ...] | None = None,
         default_timeout: float = 10.0,
         memory_limit_bytes: int = 256 * 1024 * 1024,
+        sessions: Sequence[ScriptedSession] = (),
     ) -> None:
         self.outcomes = dict(outcomes)
+        self.sessions = list(sessions)
+        """Handed out in order by :meth:`session` (one more is an ``AssertionError``)."""
+        self.sessions_opened: list[ScriptedSession] = []
         self.languages = languages
         self.packages = packages
         self.default_timeout = default_timeout
@@ -114,6 +119,25 @@ class ScriptedSandbox:
             memory_limit_bytes=self.memory_limit_bytes,
         )
         return await tell_at_end(on_output, result)
+
+    def session(
+        self,
+        language: str = "python",
+        *,
+        image: str | None = None,
+        limits: SessionLimits | None = None,
+    ) -> ScriptedSession:
+        """The next scripted session (its language, image and limits set as asked)."""
+        if len(self.sessions_opened) >= len(self.sessions):
+            raise AssertionError("ScriptedSandbox has no more scripted sessions")
+        session = self.sessions[len(self.sessions_opened)]
+        session.language = language
+        if image is not None:
+            session.image = image
+        if limits is not None:
+            session.limits = limits
+        self.sessions_opened.append(session)
+        return session
 
     async def aclose(self) -> None:
         self.closed = True

@@ -8,15 +8,31 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
     assert issubclass(sandcrew.sandbox.SandboxError, InfrastructureError)
     for infrastructure in ("DockerUnavailableError", "ImageNotFoundError"):
         assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
-    for infrastructure in ("SessionClosedError", "SessionFileError"):
+    for infrastructure in ("SessionLostError", "SessionTimeoutError"):
         assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
     for misuse in (
         "UnsupportedLanguageError",
         "CodeTooLargeError",
         "EmptyCodeError",
         "SessionLimitError",
+        "SessionFileError",
+        "SessionFileNotFoundError",
     ):
         assert issubclass(getattr(sandcrew.sandbox, misuse), UserError)
+
+
+def test_a_session_ends_on_its_own_without_an_infrastructure_fault() -> None:
+    ended = sandcrew.sandbox.SessionClosedError
+    assert issubclass(sandcrew.sandbox.SessionExpiredError, ended)
+    assert not issubclass(sandcrew.sandbox.SessionExpiredError, InfrastructureError)
+    assert issubclass(sandcrew.sandbox.SessionLostError, ended)
+    assert not issubclass(ended, InfrastructureError)
+
+
+def test_docker_sessions_satisfy_the_session_protocols() -> None:
+    sandbox = sandcrew.sandbox.DockerSandbox()
+    assert isinstance(sandbox, sandcrew.sandbox.SupportsSessions)
+    assert isinstance(sandbox.session(), sandcrew.sandbox.Session)
 
 
 def test_supported_languages() -> None:

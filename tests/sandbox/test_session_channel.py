@@ -92,10 +92,10 @@ def test_the_channel_check_finds_every_holder_of_the_sockets() -> None:
     inode = os.fstat(theirs.fileno()).st_ino
     expected = {(os.getpid(), theirs.fileno(), inode)}
     try:
-        alone = channel_holders(frozenset({inode}), [os.getpid()])
+        alone = channel_holders(frozenset({inode}), [os.getpid()], os.getuid())
         copy = os.dup(theirs.fileno())
         try:
-            doubled = channel_holders(frozenset({inode}), [os.getpid()])
+            doubled = channel_holders(frozenset({inode}), [os.getpid()], os.getuid())
         finally:
             os.close(copy)
     finally:

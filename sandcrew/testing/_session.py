@@ -1,0 +1,360 @@
+"""A test double of the :class:`~sandcrew.sandbox.Session` protocol: scripted cells, no Docker.
+
+For tests of front ends built on sessions (a REPL, a tool server, an executor): each
+cell is answered by the next :class:`ScriptedCell` of a script (or, with a mapping, by
+the first marker the code contains), and :meth:`ScriptedSession.assert_complete` checks
+at the end that every scripted cell was used. Files live in memory, with the session's
+rules (relative names or absolute ones inside the work folder, folders made on the way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import posixpath
+import secrets
+import signal
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from sandcrew.core import UserError
+from sandcrew.sandbox import (
+    CellError,
+    CellResult,
+    CommandResult,
+    DisplayOutput,
+    FileEntry,
+    OutputCallback,
+    OutputEvent,
+    SessionClosedError,
+    SessionEvent,
+    SessionFileError,
+    SessionFileNotFoundError,
+    SessionLimits,
+)
+
+SCRIPTED_SESSION_IMAGE = "scripted"
+
+
+@dataclass(frozen=True)
+class ScriptedCell:
+    """What a scripted cell "did"."""
+
+    stdout: str = ""
+    stderr: str = ""
+    outputs: tuple[DisplayOutput, ...] = ()
+    error: CellError | None = None
+    timed_out: bool = False
+    state_lost: bool = False
+    reason: str | None = None
+    duration: float = 0.01
+
+
+@dataclass(frozen=True)
+class ScriptedCommand:
+    """What a scripted command "did"."""
+
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class RecordedCell:
+    """One cell a :class:`ScriptedSession` was asked to run."""
+
+    code: str
+    timeout: float | None
+    context: str | None
+
+
+class _ScriptedRunningCommand:
+    def __init__(self, result: CommandResult) -> None:
+        self.id = result.id
+        self._result = result
+        self.signals: list[int] = []
+
+    async def events(self) -> AsyncIterator[OutputEvent | CommandResult]:
+        if self._result.stdout:
+            yield OutputEvent(stream="stdout", text=self._result.stdout)
+        if self._result.stderr:
+            yield OutputEvent(stream="stderr", text=self._result.stderr)
+        yield self._result
+
+    async def wait(self) -> CommandResult:
+        return self._result
+
+    async def kill(self, number: int = signal.SIGKILL) -> None:
+        self.signals.append(number)
+
+
+@dataclass
+class ScriptedSession:
+    """A :class:`~sandcrew.sandbox.Session` answering each cell from a script.
+
+    ``cells`` is either a sequence (each cell gets the next entry, in order) or a mapping
+    of markers (the first marker the code contains gives its outcome). A cell the script
+    cannot answer raises ``AssertionError``, so it fails the test; so does a cell run
+    before :meth:`start` or after :meth:`close`. ``commands`` answers
+    :meth:`start_command` by markers the same way.
+    """
+
+    cells: Sequence[ScriptedCell] | Mapping[str, ScriptedCell] = ()
+    commands: Mapping[str, ScriptedCommand] = field(default_factory=dict)
+    language: str = "python"
+    image: str = SCRIPTED_SESSION_IMAGE
+    limits: SessionLimits = field(default_factory=SessionLimits)
+    workdir: str = "/workspace"
+    execution_count: int = 0
+    ran: list[RecordedCell] = field(default_factory=list)
+    """Every cell asked for, in order."""
+    files: dict[str, bytes] = field(default_factory=dict)
+    """The work folder's files by relative path."""
+    folders: set[str] = field(default_factory=set)
+    interrupts: int = 0
+    restarts: int = 0
+    reset_contexts: list[str] = field(default_factory=list)
+    dropped_contexts: list[str] = field(default_factory=list)
+    started: bool = False
+    _closed: bool = False
+    _used_markers: set[str] = field(default_factory=set)
+    _next: int = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def start(self) -> Self:
+        self.started = True
+        return self
+
+    async def close(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def assert_complete(self) -> None:
+        """Every scripted cell was used (``AssertionError`` naming what was not)."""
+        if isinstance(self.cells, Mapping):
+            unused = [marker for marker in self.cells if marker not in self._used_markers]
+            assert not unused, f"scripted cells never run: {unused}"
+        else:
+            left = len(self.cells) - self._next
+            assert left == 0, f"{left} scripted cells never run"
+
+    # -- cells ------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
+        on_output: OutputCallback | None = None,
+        context: str | None = None,
+    ) -> CellResult:
+        result: CellResult | None = None
+        async for event in self.stream(code, timeout=timeout, context=context):
+            if isinstance(event, CellResult):
+                result = event
+            elif isinstance(event, OutputEvent) and on_output is not None:
+                told = on_output(event)
+                if inspect.isawaitable(told):
+                    await told
+        assert result is not None
+        return result
+
+    async def stream(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
+        context: str | None = None,
+    ) -> AsyncIterator[SessionEvent]:
+        self._check_open()
+        self.ran.append(RecordedCell(code, timeout, context))
+        scripted = self._answer(code)
+        self.execution_count += 1
+        await asyncio.sleep(0)
+        if scripted.stdout:
+            yield OutputEvent(stream="stdout", text=scripted.stdout)
+        if scripted.stderr:
+            yield OutputEvent(stream="stderr", text=scripted.stderr)
+        for output in scripted.outputs:
+            yield output
+        yield CellResult(
+            stdout=scripted.stdout,
+            stderr=scripted.stderr,
+            outputs=list(scripted.outputs),
+            error=scripted.error,
+            execution_count=self.execution_count,
+            duration=scripted.duration,
+            timed_out=scripted.timed_out,
+            state_lost=scripted.state_lost,
+            reason=scripted.reason,
+        )
+
+    def _answer(self, code: str) -> ScriptedCell:
+        if isinstance(self.cells, Mapping):
+            for marker, scripted in self.cells.items():
+                if marker in code:
+                    self._used_markers.add(marker)
+                    return scripted
+            raise AssertionError(f"ScriptedSession has no cell for this code:\n{code}")
+        if self._next >= len(self.cells):
+            raise AssertionError(f"ScriptedSession ran out of scripted cells at:\n{code}")
+        self._next += 1
+        return self.cells[self._next - 1]
+
+    async def interrupt(self) -> None:
+        self._check_open()
+        self.interrupts += 1
+
+    async def restart(self) -> None:
+        self._check_open()
+        self.restarts += 1
+
+    async def reset_context(self, name: str) -> None:
+        self.reset_contexts.append(name)
+
+    async def drop_context(self, name: str) -> None:
+        self.dropped_contexts.append(name)
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _path(self, name: str) -> str:
+        if name.startswith("/"):
+            root = self.workdir.rstrip("/")
+            normal = posixpath.normpath(name)
+            if normal == root:
+                return "."
+            if not normal.startswith(root + "/"):
+                raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
+            name = normal[len(root) + 1 :]
+        parts = name.split("/")
+        if name in ("", "."):
+            return "."
+        if any(part in ("", ".", "..") for part in parts):
+            raise UserError(f"file path {name!r} is refused")
+        return name
+
+    async def put_file(self, name: str, data: bytes | Path) -> None:
+        self._check_open()
+        path = self._path(name)
+        content = await asyncio.to_thread(data.read_bytes) if isinstance(data, Path) else data
+        self.files[path] = bytes(content)
+
+    async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
+        self._check_open()
+        path = self._path(name)
+        if path not in self.files:
+            raise SessionFileNotFoundError(f"get {path}: no such file")
+        data = self.files[path]
+        if max_bytes is not None and len(data) > max_bytes:
+            raise SessionFileError(f"get {path}: larger than {max_bytes} bytes")
+        return data
+
+    async def list_files(self, path: str = ".") -> list[FileEntry]:
+        folder = self._path(path)
+        prefix = "" if folder == "." else folder + "/"
+        names: dict[str, FileEntry] = {}
+        for name, data in self.files.items():
+            if name.startswith(prefix):
+                first, _, rest = name[len(prefix) :].partition("/")
+                names[first] = (
+                    FileEntry(name=first, kind="folder", size=0)
+                    if rest
+                    else FileEntry(name=first, kind="file", size=len(data))
+                )
+        for made in self.folders:
+            if made.startswith(prefix) and "/" not in made[len(prefix) :]:
+                names.setdefault(made[len(prefix) :], FileEntry(name=made, kind="folder", size=0))
+        return [names[name] for name in sorted(names)]
+
+    async def stat_file(self, path: str) -> FileEntry | None:
+        target = self._path(path)
+        if target in self.files:
+            return FileEntry(
+                name=posixpath.basename(target), kind="file", size=len(self.files[target])
+            )
+        if target in self.folders or any(name.startswith(target + "/") for name in self.files):
+            return FileEntry(name=posixpath.basename(target), kind="folder", size=0)
+        return None
+
+    async def remove_file(self, path: str) -> None:
+        target = self._path(path)
+        if await self.stat_file(target) is None:
+            raise SessionFileNotFoundError(f"remove {target}: no such file")
+        for name in [
+            name for name in self.files if name == target or name.startswith(target + "/")
+        ]:
+            del self.files[name]
+        self.folders = {
+            made for made in self.folders if made != target and not made.startswith(target + "/")
+        }
+
+    async def rename_file(self, source: str, target: str) -> None:
+        origin, destination = self._path(source), self._path(target)
+        if origin not in self.files:
+            raise SessionFileNotFoundError(f"rename {origin}: no such file")
+        self.files[destination] = self.files.pop(origin)
+
+    async def make_dir(self, path: str) -> bool:
+        folder = self._path(path)
+        if await self.stat_file(folder) is not None:
+            return False
+        self.folders.add(folder)
+        return True
+
+    # -- commands ---------------------------------------------------------------------------
+
+    async def start_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
+    ) -> _ScriptedRunningCommand:
+        self._check_open()
+        for marker, scripted in self.commands.items():
+            if marker in command:
+                return _ScriptedRunningCommand(
+                    CommandResult(
+                        id=secrets.token_hex(6),
+                        exit_code=scripted.exit_code,
+                        stdout=scripted.stdout,
+                        stderr=scripted.stderr,
+                        timed_out=scripted.timed_out,
+                    )
+                )
+        raise AssertionError(f"ScriptedSession has no command for:\n{command}")
+
+    async def run_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
+    ) -> CommandResult:
+        handle = await self.start_command(command, env=env, cwd=cwd, timeout=timeout)
+        return await handle.wait()
+
+    def _check_open(self) -> None:
+        if not self.started:
+            raise AssertionError("ScriptedSession used before start()")
+        if self._closed:
+            raise SessionClosedError("The session is closed: it was closed")
