@@ -1,4 +1,5 @@
-"""The session channel's reader and the supervisor's channel check, on the host (no Docker)."""
+"""The session's codecs (host <-> supervisor, supervisor <-> driver) and the supervisor's channel
+check, on the host (no Docker), with hostile input."""
 
 from __future__ import annotations
 
@@ -21,6 +22,23 @@ from sandcrew.sandbox._inside.session_channel import (
     encode_message,
 )
 from sandcrew.sandbox._inside.session_integrity import channel_holders, tampering
+from sandcrew.sandbox._inside.session_protocol import (
+    END,
+    FILE,
+    OUT,
+    RUN,
+    FrameReader,
+    ProtocolError,
+    Request,
+    RequestReader,
+    command_output,
+    encode_frame,
+    encode_request,
+    file_answer,
+    json_object,
+    read_command_output,
+    read_file_answer,
+)
 
 
 def test_messages_come_whole_whatever_the_chunks() -> None:
@@ -107,3 +125,76 @@ def test_the_channel_check_finds_every_holder_of_the_sockets() -> None:
     assert doubled == expected | {(os.getpid(), copy, inode)}
     assert f"fd {copy}" in str(tampering(expected, doubled))
     assert "no longer its channel" in str(tampering(expected, set()))
+
+
+# -- the host <-> supervisor protocol --------------------------------------------------
+
+NONCE = b"0123456789abcdef"
+
+
+def test_requests_come_whole_whatever_the_chunks() -> None:
+    stream = encode_request(RUN, "7", {"limit_ms": 1000}, b"print(1)") + encode_request(
+        FILE, "ab12", {"op": "get", "path": "a.txt", "max_bytes": 10}
+    )
+    reader = RequestReader(max_data=1024)
+
+    got = [request for byte in stream for request in reader.feed(bytes([byte]))]
+
+    assert got == [
+        Request(RUN, "7", {"limit_ms": 1000}, b"print(1)"),
+        Request(FILE, "ab12", {"op": "get", "path": "a.txt", "max_bytes": 10}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stream", "problem"),
+    [
+        (b"explode 1 2 0\n{}", "unknown request kind"),
+        (b"run 1 2\n{}", "unreadable request header"),
+        (b"run 1 2 999999\n{}", "a request of"),
+        (b"run " + b"9" * 300, "does not end"),
+        (b"run 1 4 0\n[[]]", "not a JSON object"),
+        (b"run 1 1000 0\n" + b"[" * 1000, "nested too deeply"),
+    ],
+    ids=["unknown-kind", "torn-header", "oversized", "endless-header", "not-object", "nested"],
+)
+def test_a_broken_request_is_a_protocol_error(stream: bytes, problem: str) -> None:
+    with pytest.raises(ProtocolError, match=problem):
+        RequestReader(max_data=1024).feed(stream)
+
+
+def test_frames_come_whole_and_carry_any_bytes() -> None:
+    stream = encode_frame(NONCE, OUT, b"\x1e" + NONCE + b" fake 1\n") + encode_frame(
+        NONCE, END, b'{"seq": 1}'
+    )
+    reader = FrameReader(NONCE, max_frame=1024)
+
+    got = reader.feed(stream[:7]) + reader.feed(stream[7:])
+
+    assert got == [(OUT, b"\x1e" + NONCE + b" fake 1\n"), (END, b'{"seq": 1}')]
+
+
+@pytest.mark.parametrize(
+    ("stream", "problem"),
+    [
+        (encode_frame(b"fedcba9876543210", OUT, b"x"), "outside the supervisor's frames"),
+        (b"plain text", "outside the supervisor's frames"),
+        (b"\x1e" + NONCE + b" bogus 1\nx", "unknown frame kind"),
+        (b"\x1e" + NONCE + b" out 99999\n", "a frame of 99999 bytes"),
+        (b"\x1e" + NONCE + b" out x\n", "unreadable frame header"),
+        (b"\x1e" + NONCE + b" out " + b"1" * 200, "does not end"),
+    ],
+    ids=["wrong-nonce", "no-frame", "unknown-kind", "oversized", "torn", "endless-header"],
+)
+def test_a_broken_frame_is_a_protocol_error(stream: bytes, problem: str) -> None:
+    with pytest.raises(ProtocolError, match=problem):
+        FrameReader(NONCE, max_frame=1024).feed(stream)
+
+
+def test_a_deeply_nested_payload_reads_as_no_object() -> None:
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        json_object(b"[" * 100_000)
+    assert read_command_output(command_output("c1", "err", b"\xff")) == ("c1", "err", b"\xff")
+    assert read_file_answer(file_answer("f1", {"size": 2}, b"ok")) == ("f1", {"size": 2}, b"ok")
+    with pytest.raises(ProtocolError, match="unknown stream"):
+        read_command_output(b"c1 tty\nx")
