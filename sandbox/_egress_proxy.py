@@ -23,6 +23,7 @@ each connection of the program to the run's socket here. For each request the pr
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import ipaddress
 import os
@@ -33,12 +34,15 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Protocol
 
 import h11
 
+from ._container import EgressMount
 from ._egress_policy import (
     Decision,
     EgressPolicy,
@@ -219,6 +223,15 @@ class EgressChannel:
     @property
     def container_socket(self) -> str:
         return f"{CONTAINER_FOLDER}/{SOCKET_NAME}"
+
+    def mount(self) -> EgressMount:
+        """What the run's container gets: this folder, read-only, and the variables."""
+        return EgressMount(
+            folder=self.folder,
+            container_folder=CONTAINER_FOLDER,
+            container_socket=self.container_socket,
+            environment=self.environment(),
+        )
 
     def environment(self) -> dict[str, str]:
         """Variables the run's programs get: the relay as their proxy, the trust bundle."""
@@ -430,7 +443,8 @@ class _Connection:
     async def tunnel(self, client: h11.Connection, host: str, port: int, started: float) -> None:
         decision, address = await self.decide_and_resolve(host, port)
         secret = self.channel._secret_for(host, port, "https")
-        self.writer.write(client.send(h11.Response(status_code=200, headers=[])) or b"")
+        established = h11.Response(status_code=200, headers=[], reason=b"Connection established")
+        self.writer.write(client.send(established) or b"")
         await self.writer.drain()
         leftover, _ = client.trailing_data
         if secret is not None:
@@ -765,6 +779,13 @@ class EgressProxy:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._channels: weakref.WeakSet[EgressChannel] = weakref.WeakSet()
+        atexit.register(self.close_channels)
+
+    def close_channels(self) -> None:
+        """Close every open channel (at exit: their folders go; a run still going fails closed)."""
+        for channel in list(self._channels):
+            channel.close()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -799,6 +820,7 @@ class EgressProxy:
 
             authority = CertificateAuthority()
         channel = EgressChannel(self, policy, network or SystemNetwork(), secrets, authority)
+        self._channels.add(channel)
         try:
             self.call(channel._start(), timeout=10.0)
         except BaseException:
@@ -896,6 +918,7 @@ async def _answer(
         client.send(
             h11.Response(
                 status_code=status,
+                reason=HTTPStatus(status).phrase.encode("ascii"),
                 headers=[
                     (b"content-type", b"text/plain; charset=utf-8"),
                     (b"content-length", str(len(body)).encode()),
