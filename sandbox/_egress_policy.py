@@ -267,20 +267,26 @@ def _read_secret_file(path: str, header: SecretHeader) -> str:
         raise ValueError(f"secret header {header.name}: {path} is not UTF-8 text") from None
 
 
+# Settings errors show the value they refuse unless the message says "(got ...)" itself.
+_NOT_SHOWN = "(got a value that is not shown: it may hold a secret)"
+
+
 def _check_template(template: str) -> None:
     placeholders = _PLACEHOLDER.findall(template)
     if not placeholders:
         raise ValueError(
-            "a secret header's value must come from {env:VAR} or {file:PATH} "
-            "(a literal secret on the command line is refused)"
+            "a secret header's value must come from {env:VAR} or {file:PATH}: a literal "
+            f"secret on the command line is refused {_NOT_SHOWN}"
         )
     for kind, where in placeholders:
         if kind == "env" and not _ENV_NAME.match(where):
-            raise ValueError(f"{{env:{where}}}: not a variable name")
+            raise ValueError(f"{{env:{where}}}: not a variable name {_NOT_SHOWN}")
     if "{" in _PLACEHOLDER.sub("", template) or "}" in _PLACEHOLDER.sub("", template):
-        raise ValueError("a secret header's value holds a brace that is no {env:} or {file:}")
+        raise ValueError(
+            f"a secret header's value holds a brace that is no {{env:}} or {{file:}} {_NOT_SHOWN}"
+        )
     if any(character in template for character in "\r\n\0"):
-        raise ValueError("a secret header's value holds a line break or NUL")
+        raise ValueError(f"a secret header's value holds a line break or NUL {_NOT_SHOWN}")
 
 
 def parse_secret_header(text: str) -> SecretHeader:

@@ -7,6 +7,8 @@ the record (at most 16 KiB plus its header); anything else is refused as not TLS
 
 from __future__ import annotations
 
+from ._egress_policy import normalize_host
+
 RECORD_HEADER = 5
 MAX_RECORD = 16384 + 256
 
@@ -65,8 +67,8 @@ def server_name(record: bytes) -> str | None:
             name_type, name = names.number(1), names.block(2)
             if name_type == 0:
                 try:
-                    return name.decode("ascii").lower().rstrip(".")
-                except UnicodeDecodeError:
-                    raise NotAClientHello("a server name that is not ASCII") from None
+                    return normalize_host(name.decode("ascii"))
+                except (UnicodeDecodeError, ValueError):
+                    raise NotAClientHello("a server name that is no host name") from None
         return None
     return None
