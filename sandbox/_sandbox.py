@@ -160,6 +160,7 @@ class DockerSandbox:
         """
         from ._session import Session
 
+        self._refuse_egress_in_sessions()
         return Session(self, language, image=image, limits=limits)
 
     def session_sync(
@@ -173,7 +174,15 @@ class DockerSandbox:
         from ._session import Session
         from ._session_sync import SyncSession
 
+        self._refuse_egress_in_sessions()
         return SyncSession(Session(self, language, image=image, limits=limits))
+
+    def _refuse_egress_in_sessions(self) -> None:
+        if self.config.egress is not None:
+            raise UserError(
+                "network by policy (egress) is not available in sessions yet: use throwaway "
+                "runs, or a session without --allow-host and --secret-header"
+            )
 
     async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
         """The Python packages the language's image adds to the standard library.
