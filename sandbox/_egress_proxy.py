@@ -212,6 +212,7 @@ class EgressChannel:
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.AbstractServer | None = None
         self._closed = False
+        self._upstream_tls: ssl.SSLContext | None = None
         if authority is not None:
             from ._egress_tls import host_trusted_roots
 
@@ -283,6 +284,12 @@ class EgressChannel:
             task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5.0)
+
+    def upstream_tls(self) -> ssl.SSLContext:
+        """The context verifying intercepted upstreams: made once (loading roots is slow)."""
+        if self._upstream_tls is None:
+            self._upstream_tls = self._network.upstream_tls()
+        return self._upstream_tls
 
     def _secret_for(self, host: str, port: int, scheme: str) -> _Secret | None:
         for secret in self._secrets:
@@ -618,7 +625,7 @@ class _Connection:
                     upstream = await self.dial(
                         address,
                         port,
-                        tls=self.channel._network.upstream_tls(),
+                        tls=self.channel.upstream_tls(),
                         server_hostname=host,
                     )
                 reusable, done = await self.exchange(

@@ -53,6 +53,12 @@ def _handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body are two writes: without this, the body waits for the
+            # client's delayed acknowledgement of the headers.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def _answer(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else b""

@@ -93,6 +93,9 @@ class Relay:
             upstream.close()
             client.close()
             return
+        # Small writes go out at once: a TLS handshake's records would otherwise wait for
+        # the peer's delayed acknowledgement (tens of milliseconds each).
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         pair = _Pair(client, upstream)
         for sock in pair.sockets:
             sock.setblocking(False)
