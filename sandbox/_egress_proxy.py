@@ -199,7 +199,7 @@ class EgressChannel:
         self._network = network
         self._secrets = secrets
         self._authority = authority
-        self._private = tempfile.mkdtemp(prefix="sandcrew-egress-")
+        self._private = _private_folder()
         self.folder = os.path.join(self._private, "run")
         os.mkdir(self.folder)
         # Searchable, not listable, by the run's uid; the private folder above it is 0700.
@@ -854,6 +854,24 @@ def egress_proxy() -> EgressProxy:
 
 
 # Helpers
+
+# The longest unix socket path (sun_path, with its final NUL) on Linux.
+_SOCKET_PATH_LIMIT = 107
+_FOLDER_TAIL = len("/run/" + SOCKET_NAME)
+
+
+def _private_folder() -> str:
+    """A new 0700 folder for a run's socket, in the temporary directory or, when that path is
+    too long for a unix socket, in ``/tmp``."""
+    for parent in (None, "/tmp"):
+        folder = tempfile.mkdtemp(prefix="sandcrew-egress-", dir=parent)
+        if len(folder.encode()) + _FOLDER_TAIL <= _SOCKET_PATH_LIMIT:
+            return folder
+        os.rmdir(folder)
+    raise OSError(
+        f"the temporary directory {tempfile.gettempdir()!r} is too long a path for a unix "
+        "socket, and /tmp could not be used"
+    )
 
 
 def _masked(value: bytes, secret: _Secret | None) -> bytes:

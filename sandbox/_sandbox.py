@@ -340,6 +340,8 @@ class DockerSandbox:
             )
         except ValueError as error:
             raise UserError(str(error)) from None
+        except OSError as error:
+            raise SandboxError(f"cannot open the network proxy's socket: {error}") from None
 
     async def _run_in_container(
         self,
