@@ -63,8 +63,9 @@ SOCKET_NAME = "proxy.sock"
 TRUST_BUNDLE_NAME = "trust.pem"
 RELAY_ADDRESS = "http://127.0.0.1:3128"
 
-HEAD_LIMIT = 32 * 1024
-"""Largest request or response head (request line or status line, and headers)."""
+HEAD_LIMIT = 16 * 1024
+"""h11's bound on an incomplete head; reading at most this much at a time keeps every
+request or response head (its first line and headers) under twice this size."""
 CONNECT_SECONDS = 10.0
 _CHUNK = 65536
 _HOP_BY_HOP = frozenset(
@@ -350,8 +351,8 @@ class _Connection:
         self.writer = writer
         self.idle = channel.policy.idle_seconds
 
-    async def read(self, reader: asyncio.StreamReader) -> bytes:
-        return await asyncio.wait_for(reader.read(_CHUNK), self.idle)
+    async def read(self, reader: asyncio.StreamReader, size: int = _CHUNK) -> bytes:
+        return await asyncio.wait_for(reader.read(size), self.idle)
 
     async def next_event(
         self, connection: h11.Connection, reader: asyncio.StreamReader
@@ -360,14 +361,32 @@ class _Connection:
             event = connection.next_event()
             if event is not h11.NEED_DATA:
                 return event  # type: ignore[return-value]
-            connection.receive_data(await self.read(reader))
+            connection.receive_data(await self.read(reader, HEAD_LIMIT))
 
     async def serve(self) -> None:
         client = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_LIMIT)
-        event = await self.next_event(client, self.reader)
+        started = time.monotonic()
+        try:
+            event = await self.next_event(client, self.reader)
+        except h11.RemoteProtocolError as error:
+            # An oversized or malformed head: refused with the reason, like any request.
+            reason = f"an unreadable request ({error})"
+            status = error.error_status_hint
+            self.channel._record(
+                NetworkEvent(
+                    host="",
+                    port=0,
+                    method="?",
+                    decision="denied",
+                    reason=reason,
+                    status=status,
+                    duration=time.monotonic() - started,
+                )
+            )
+            await _answer_plain(self.writer, status, reason)
+            return
         if not isinstance(event, h11.Request):
             return
-        started = time.monotonic()
         method = event.method.decode("ascii", "replace")
         try:
             if event.method == b"CONNECT":

@@ -332,3 +332,33 @@ def received_until_closed(sock: socket.socket) -> bytes:
 
 def lowered(headers: dict[str, str]) -> dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
+
+
+def test_oversized_heads_too_many_connections_and_idle_tunnels_are_bounded(
+    test_authority: CertificateAuthority,
+) -> None:
+    policy = EgressPolicy(allow=("allowed.test",), max_connections=1, idle_seconds=1.0)
+    with (
+        world(test_authority) as (_allowed, _other, _wire, network),
+        through_proxy(policy, network) as (channel, proxy),
+    ):
+        port = int(proxy.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as oversized:
+            oversized.sendall(
+                b"CONNECT allowed.test:443 HTTP/1.1\r\nX-Padding: " + b"a" * 33_000 + b"\r\n\r\n"
+            )
+            refused = received_until_closed(oversized)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as held:
+            held.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+            assert held.recv(1024).startswith(b"HTTP/1.1 200")
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as second:
+                second.sendall(b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+                crowded = received_until_closed(second)
+            # The held tunnel sends nothing: the proxy closes it once it has been idle.
+            assert received_until_closed(held) == b""
+        log = channel.close()
+    assert refused.startswith(b"HTTP/1.1 431")
+    assert crowded.startswith(b"HTTP/1.1 503")
+    assert b"too many connections" in crowded
+    reasons = [event.reason for event in log.events]
+    assert any("unreadable request" in reason for reason in reasons)
