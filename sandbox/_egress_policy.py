@@ -10,10 +10,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..core._settings_model import SettingsModel
 
 DEFAULT_PORTS = (443, 80)
 """The ports an entry without one allows: HTTPS and HTTP."""
@@ -327,7 +330,7 @@ class Decision:
     secret: SecretHeader | None = None
 
 
-class EgressPolicy(BaseModel):
+class EgressPolicy(SettingsModel):
     """A run's network by policy: the hosts it may reach and the secret headers added for it.
 
     ``allow`` and ``secret_headers`` take text (``"pypi.org"``,
@@ -335,7 +338,7 @@ class EgressPolicy(BaseModel):
     with a secret header is allowed on its port without being listed.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    settings_title: ClassVar[str] = "network policy"
 
     allow: tuple[HostRule, ...] = ()
     secret_headers: tuple[SecretHeader, ...] = Field(default=())
@@ -360,6 +363,13 @@ class EgressPolicy(BaseModel):
         if self.max_connections < 1 or self.max_events < 0 or not self.idle_seconds > 0:
             raise ValueError("max_connections ≥ 1, max_events ≥ 0 and idle_seconds > 0")
         return self
+
+    @classmethod
+    def from_text(
+        cls, *, allow: Iterable[str] = (), secret_headers: Iterable[str] = ()
+    ) -> EgressPolicy:
+        """A policy from entries as a person writes them (``--allow-host``, ``--secret-header``)."""
+        return cls.model_validate({"allow": list(allow), "secret_headers": list(secret_headers)})
 
     def secret_for(self, host: str, port: int, scheme: str) -> SecretHeader | None:
         for header in self.secret_headers:

@@ -403,7 +403,7 @@ except OSError as error:
 
 def _egress_check() -> Check:
     """Whether this engine can do network by policy (the proxy's socket mounted into a run)."""
-    policy = EgressPolicy.model_validate({"allow": ["doctor.sandcrew.invalid:1"]})
+    policy = EgressPolicy.from_text(allow=["doctor.sandcrew.invalid:1"])
     config = SandboxConfig(timeout=20, egress=policy)
     try:
         result = DockerSandbox(config).run_sync(EGRESS_PROBE_PROGRAM, "python")

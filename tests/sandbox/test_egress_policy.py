@@ -198,3 +198,15 @@ def test_the_server_name_of_a_client_hello() -> None:
 def test_hostile_client_hellos_are_refused(record: bytes) -> None:
     with pytest.raises(NotAClientHello):
         server_name(record)
+
+
+def test_a_policy_from_text_lists_every_problem_at_once() -> None:
+    with pytest.raises(InvalidSettings) as raised:
+        EgressPolicy.from_text(
+            allow=["pypi.org", "*.com"], secret_headers=["a.test=X-Key: sk-literal-value"]
+        )
+    message = str(raised.value)
+    assert message.startswith("invalid network policy: ")
+    assert "allow.1: '*.com': a wildcard" in message
+    assert "secret_headers.0: a secret header's value must come from" in message
+    assert "sk-literal-value" not in message
