@@ -213,6 +213,7 @@ class EgressChannel:
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.AbstractServer | None = None
         self._closed = False
+        self._opened = time.monotonic()
         self._upstream_tls: ssl.SSLContext | None = None
         if authority is not None:
             from ._egress_tls import host_trusted_roots
@@ -276,7 +277,9 @@ class EgressChannel:
             with contextlib.suppress(RuntimeError, TimeoutError):
                 self._proxy.call(self._shut_down(), timeout=10.0)
             shutil.rmtree(self._private, ignore_errors=True)
-        return NetworkLog(events=tuple(self._events), dropped=self._dropped)
+        # Recorded as each ends (a tunnel when it closes); reported as each started.
+        ordered = sorted(self._events, key=lambda event: event.at)
+        return NetworkLog(events=tuple(ordered), dropped=self._dropped)
 
     async def _shut_down(self) -> None:
         if self._server is not None:
@@ -300,8 +303,10 @@ class EgressChannel:
         return None
 
     def _record(self, event: NetworkEvent) -> None:
+        """Keep ``event`` (its ``duration`` set: it ends now), stamped with its start."""
         if len(self._events) < self.policy.max_events:
-            self._events.append(event)
+            started = time.monotonic() - self._opened - event.duration
+            self._events.append(event.model_copy(update={"at": round(max(started, 0.0), 6)}))
         else:
             self._dropped += 1
 

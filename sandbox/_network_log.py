@@ -23,6 +23,8 @@ class NetworkEvent(BaseModel):
     """Bytes from the program to the upstream (a tunnel's whole traffic, a request's body)."""
     bytes_received: int = 0
     duration: float = 0.0
+    at: float = 0.0
+    """Seconds from the start of the run's proxy channel to this request's start."""
     injected: tuple[str, ...] = ()
     """Names of the secret headers added (never their values)."""
 
@@ -37,7 +39,8 @@ class NetworkEvent(BaseModel):
 
 
 class NetworkLog(BaseModel):
-    """Every request of a run through the proxy, capped; ``dropped`` counts the rest."""
+    """Every request of a run through the proxy, in the order they started, capped;
+    ``dropped`` counts the rest."""
 
     model_config = ConfigDict(frozen=True)
 

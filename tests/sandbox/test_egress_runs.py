@@ -140,6 +140,7 @@ async def test_an_allowed_host_works_and_a_denied_one_is_refused_and_logged(
     assert "denied.test" not in network.lookups
     assert "dns.test" not in network.lookups
     assert result.network is not None
+    # In the order the requests started (a tunnel's event is recorded when it closes).
     events = [(event.host, event.method, event.decision) for event in result.network.events]
     assert events == [
         ("allowed.test", "CONNECT", "allowed"),
