@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from sandcrew.sandbox._egress_tls import CertificateAuthority, load_chain_from_memory
@@ -77,13 +76,6 @@ def _handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
                 value = self.headers.get("authorization", "")
                 extra = [("X-Echo", value)]
                 payload = f"you sent: {value}\n".encode()
-            elif url.path.startswith("/simple") or url.path.endswith(".whl"):
-                file = upstream_files.get(url.path)
-                if file is None:
-                    status, payload = 404, b"not found\n"
-                else:
-                    content_type, payload = file
-                    extra = [("Content-Type", content_type)]
             self.send_response(status)
             for name, value in extra:
                 self.send_header(name, value)
@@ -94,7 +86,6 @@ def _handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
 
         do_GET = do_POST = do_HEAD = do_PUT = _answer
 
-    upstream_files: dict[str, tuple[str, bytes]] = getattr(upstream, "files", {})
     return Handler
 
 
@@ -103,11 +94,9 @@ def upstream_server(
     name: str,
     *,
     authority: CertificateAuthority | None = None,
-    files: dict[str, tuple[str, bytes]] | None = None,
 ) -> Iterator[Upstream]:
     """An HTTP server on 127.0.0.1 (HTTPS with a certificate for ``name`` from ``authority``)."""
     upstream = Upstream(name=name, port=0)
-    upstream.files = files or {}  # type: ignore[attr-defined]
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(upstream))
     server.daemon_threads = True
     if authority is not None:
@@ -160,8 +149,3 @@ def tripwire() -> Iterator[Tripwire]:
         stop.set()
         thread.join()
         listener.close()
-
-
-def write_pem(path: Path, authority: CertificateAuthority) -> Path:
-    path.write_bytes(authority.certificate_pem)
-    return path
