@@ -16,6 +16,14 @@ if typing.TYPE_CHECKING:
         connect_docker as connect_docker,
         docker_endpoint as docker_endpoint,
     )
+    from ._egress_policy import (
+        EgressPolicy as EgressPolicy,
+        HostRule as HostRule,
+        SecretHeader as SecretHeader,
+    )
+    from ._egress_proxy import (
+        EgressNetwork as EgressNetwork,
+    )
     from ._errors import (
         CodeTooLargeError as CodeTooLargeError,
         DockerUnavailableError as DockerUnavailableError,
@@ -56,6 +64,10 @@ if typing.TYPE_CHECKING:
     from ._live import (
         OutputCallback as OutputCallback,
         tell_at_end as tell_at_end,
+    )
+    from ._network_log import (
+        NetworkEvent as NetworkEvent,
+        NetworkLog as NetworkLog,
     )
     from ._protocol import (
         RunningCommand as RunningCommand,

@@ -237,6 +237,12 @@ class BatchSandbox:
         if not cleanup_seconds > 0:
             raise ValueError(f"cleanup_seconds must be > 0 (got {cleanup_seconds})")
         self.config = config if config is not None else SandboxConfig()
+        if self.config.egress is not None:
+            raise UserError(
+                "network by policy (egress) needs a container per run: batch isolation runs "
+                "many tasks in one container, whose proxy could not tell them apart; use task "
+                "isolation"
+            )
         self.slots = slots
         self.cleanup_seconds = cleanup_seconds
         self._client: docker.DockerClient | None = docker_client

@@ -13,6 +13,7 @@ from pydantic import (
 
 from ..core._settings_model import SettingsModel
 from ._deadlines import limit_problem
+from ._egress_policy import EgressPolicy
 from ._images import DEFAULT_IMAGES
 from ._languages import normalize_language
 from ._seccomp import ENGINE_DEFAULT, PROFILE_NAME
@@ -98,6 +99,10 @@ class SandboxConfig(SettingsModel):
     Two of them are the sandbox's own: the init and the supervisor."""
     network: bool = False
     """Opt-in network access; off means an empty network namespace with only ``lo``."""
+    egress: EgressPolicy | None = None
+    """Network by policy (exclusive with ``network``): the hosts a run may reach and the
+    secret headers added for it, through a proxy in this process; the container keeps no
+    network interface. ``None``: no network at all."""
     read_only_root: bool = True
     """Mount the image's root filesystem read-only."""
     drop_all_capabilities: bool = True
@@ -295,6 +300,15 @@ class SandboxConfig(SettingsModel):
                 )
             images[name] = image
         return images
+
+    @field_validator("egress")
+    @classmethod
+    def _one_kind_of_network(cls, value: EgressPolicy | None, info: Any) -> EgressPolicy | None:
+        if value is not None and info.data.get("network"):
+            raise ValueError(
+                "network (all of it) and egress (an allow-list) exclude each other; give one"
+            )
+        return value
 
     @property
     def fixed_ids(self) -> tuple[int, int] | None:

@@ -49,8 +49,24 @@ def security_options(config: SandboxConfig) -> list[str] | None:
     return options or None
 
 
+@dataclass(frozen=True)
+class EgressMount:
+    """A network-by-policy run's folder of the host proxy, and what its programs are told."""
+
+    folder: str
+    """The host folder holding the proxy's socket (and the trust bundle), mounted read-only."""
+    container_folder: str
+    container_socket: str
+    environment: dict[str, str]
+
+
 def host_config(
-    api: docker.APIClient, config: SandboxConfig, *, uid: int, gid: int
+    api: docker.APIClient,
+    config: SandboxConfig,
+    *,
+    uid: int,
+    gid: int,
+    egress: EgressMount | None = None,
 ) -> dict[str, Any]:
     """The hardened HostConfig of a sandbox container whose program runs as ``uid:gid``."""
     # noexec as Docker's own default for tmpfs: programs cannot drop and run binaries.
@@ -88,6 +104,9 @@ def host_config(
         "log_config": _log_config(config),
         "runtime": config.runtime,
     }
+    if egress is not None:
+        # The only thing of the host a container ever sees: its run's proxy socket, read-only.
+        options["binds"] = [f"{egress.folder}:{egress.container_folder}:ro"]
     return api.create_host_config(**options)
 
 
@@ -108,6 +127,7 @@ def create_options(
     deadline: float,
     ids: tuple[int, int],
     pooled: bool = False,
+    egress: EgressMount | None = None,
 ) -> dict[str, Any]:
     """Arguments of ``APIClient.create_container`` for one container.
 
@@ -116,16 +136,20 @@ def create_options(
     gid the program runs as; the supervisor starts as root to drop to them.
     """
     uid, gid = ids
+    proxy_socket = None if egress is None else egress.container_socket
     return {
         "image": image,
-        "command": supervisor_command(config.workdir, uid, gid),
+        "command": supervisor_command(config.workdir, uid, gid, proxy_socket=proxy_socket),
         "name": f"sandcrew-{run_id}",
         "hostname": "sandbox",
         "user": "0:0",
         "working_dir": config.workdir,
         # Nothing of the host's environment is ever passed on; language-specific
         # variables are set by the supervisor.
-        "environment": {"HOME": config.workdir},
+        "environment": {
+            "HOME": config.workdir,
+            **(egress.environment if egress is not None else {}),
+        },
         "labels": container_labels(
             run_id=run_id, created_at=time.time(), deadline=deadline, pooled=pooled
         ),
@@ -138,7 +162,7 @@ def create_options(
         # An empty network namespace with only `lo`, and no time spent on
         # network setup (faster than network_mode="none" on Docker 20.10).
         "network_disabled": not config.network,
-        "host_config": host_config(api, config, uid=uid, gid=gid),
+        "host_config": host_config(api, config, uid=uid, gid=gid, egress=egress),
     }
 
 

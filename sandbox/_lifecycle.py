@@ -16,13 +16,19 @@ import secrets
 import threading
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 import docker
 
 from ..core import UserError
 from . import _exit
 from ._config import SandboxConfig
-from ._container import Launch, LaunchedContainer, create_options, discard_container
+from ._container import (
+    Launch,
+    LaunchedContainer,
+    create_options,
+    discard_container,
+)
 from ._deadlines import cold_label_deadline
 from ._docker_client import connect_docker
 from ._errors import SandboxError
@@ -30,6 +36,9 @@ from ._pool import ContainerPool
 from ._reaper import reap_orphans
 from ._threads import BackgroundWork
 from ._uids import released_on_error, take_run_ids
+
+if TYPE_CHECKING:
+    from ._egress_proxy import EgressChannel
 
 
 class ContainerSupply:
@@ -94,16 +103,27 @@ class ContainerSupply:
         # sandbox (a forked child inherits the table but not the pools' threads).
         _exit.hold(self, self._close_at_exit, kind="pools")
 
-    async def acquire(self, image: str, time_limit: float, *, pooled: bool) -> LaunchedContainer:
-        """A started container waiting for its program: from the pool, or launched now."""
-        pool = self._pools.get(image) if pooled else None
+    async def acquire(
+        self,
+        image: str,
+        time_limit: float,
+        *,
+        pooled: bool,
+        egress: EgressChannel | None = None,
+    ) -> LaunchedContainer:
+        """A started container waiting for its program: from the pool, or launched now.
+
+        A network-by-policy run (``egress``) always gets a container of its own, made
+        with its channel's folder mounted; the channel accepts that container's uid only.
+        """
+        pool = self._pools.get(image) if pooled and egress is None else None
         if pool is not None:
             container = await pool.take(time_limit)
             if container is not None:
                 return container
         api = self.client.api
         deadline = cold_label_deadline(time.time(), time_limit, self._config.reap_grace_seconds)
-        launch = self._prepare_launch(api, image, deadline, pooled=False)
+        launch = self._prepare_launch(api, image, deadline, pooled=False, egress=egress)
         try:
             # Shielded: if this task is cancelled while the engine creates the
             # container, the launch still completes and is undone below.
@@ -113,10 +133,20 @@ class ContainerSupply:
             raise
 
     def _prepare_launch(
-        self, api: docker.APIClient, image: str, deadline: float, *, pooled: bool
+        self,
+        api: docker.APIClient,
+        image: str,
+        deadline: float,
+        *,
+        pooled: bool,
+        egress: EgressChannel | None = None,
     ) -> Launch:
         ids = take_run_ids(self._config)
         with released_on_error(ids[0]):
+            mount = None
+            if egress is not None:
+                egress.peer_uid = ids[0]
+                mount = egress.mount()
             options = create_options(
                 api,
                 self._config,
@@ -125,6 +155,7 @@ class ContainerSupply:
                 deadline=deadline,
                 ids=ids,
                 pooled=pooled,
+                egress=mount,
             )
         return Launch(api, options, pooled=pooled, uid=ids[0])
 

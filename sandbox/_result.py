@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from ..core import trim_middle
 from ._files import Artifact
+from ._network_log import NetworkLog
 
 RUNNER_RESULT_MARKER = "[RUNNER_RESULT]"
 TIMEOUT_EXIT_CODE = 124
@@ -88,6 +89,8 @@ class ExecutionResult(Outcome):
     """Some files of the output folder did not come back: over the count or size cap."""
     artifacts_skipped: tuple[str, ...] = ()
     """Why files of the output folder were left out (links, fifos, odd names, the caps)."""
+    network: NetworkLog | None = None
+    """Every request of a network-by-policy run (``SandboxConfig.egress``); else ``None``."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -150,6 +153,8 @@ class ExecutionResult(Outcome):
             parts.append("(no output)")
         if self.artifacts or self.artifacts_skipped:
             parts.append(self.artifacts_listing())
+        if self.network is not None:
+            parts.extend(self.network.runner_lines())
         return "\n".join(parts)
 
     def artifacts_listing(self) -> str:

@@ -32,6 +32,7 @@ from ._supervisor import program_delivery
 from ._threads import finish_in_thread
 
 if TYPE_CHECKING:
+    from ._egress_proxy import EgressChannel, EgressNetwork
     from ._session import DockerSession
     from ._session_models import SessionLimits
     from ._session_sync import SyncSession
@@ -64,8 +65,12 @@ class DockerSandbox:
         config: SandboxConfig | None = None,
         *,
         docker_client: docker.DockerClient | None = None,
+        egress_network: EgressNetwork | None = None,
     ) -> None:
+        """``egress_network`` replaces the machine's resolver and connections for the
+        proxy of network-by-policy runs (tests give :class:`sandcrew.testing.LoopbackNetwork`)."""
         self.config = config if config is not None else SandboxConfig()
+        self._egress_network = egress_network
         # Pools hold containers for the default languages' images only: an optional
         # language's image (node) may be missing, and its runs start their own.
         images = sorted(
@@ -155,6 +160,7 @@ class DockerSandbox:
         """
         from ._session import DockerSession
 
+        self._refuse_egress_in_sessions()
         return DockerSession(self, language, image=image, limits=limits)
 
     def session_sync(
@@ -168,6 +174,13 @@ class DockerSandbox:
         from ._session_sync import SyncSession
 
         return SyncSession(self.session(language, image=image, limits=limits))
+
+    def _refuse_egress_in_sessions(self) -> None:
+        if self.config.egress is not None:
+            raise UserError(
+                "network by policy (egress) is not available in sessions yet: use throwaway "
+                "runs, or a session without --allow-host and --secret-header"
+            )
 
     async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
         """The Python packages the language's image adds to the standard library.
@@ -291,6 +304,56 @@ class DockerSandbox:
             max_bytes=min(config.max_input_bytes, config.workdir_tmpfs_bytes),
         )
         await self.start()
+        egress = await self._open_egress()
+        try:
+            result = await self._run_in_container(
+                name,
+                image,
+                limit,
+                code,
+                inputs,
+                on_output=on_output,
+                wait_for_removal=wait_for_removal,
+                egress=egress,
+            )
+        finally:
+            log = None if egress is None else await finish_in_thread(egress.close)
+        return result if log is None else result.model_copy(update={"network": log})
+
+    async def _open_egress(self) -> EgressChannel | None:
+        """The run's channel of the host proxy, when the config asks for network by policy."""
+        policy = self.config.egress
+        if policy is None:
+            return None
+        if not self.client.api.base_url.startswith("http+docker://"):
+            raise SandboxError(
+                "network by policy (egress) needs a Docker engine on this machine: the proxy's "
+                "socket is mounted into the container, which a remote engine cannot do"
+            )
+        from ._egress_proxy import egress_proxy
+
+        try:
+            return await asyncio.to_thread(
+                egress_proxy().open_channel, policy, network=self._egress_network
+            )
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        except OSError as error:
+            raise SandboxError(f"cannot open the network proxy's socket: {error}") from None
+
+    async def _run_in_container(
+        self,
+        name: str,
+        image: str,
+        limit: float,
+        code: str,
+        inputs: dict[str, bytes],
+        *,
+        on_output: OutputCallback | None,
+        wait_for_removal: bool,
+        egress: EgressChannel | None,
+    ) -> ExecutionResult:
+        config = self.config
         api = self.client.api
         delivery = program_delivery(
             name,
@@ -307,7 +370,7 @@ class DockerSandbox:
         while True:
             attempt += 1
             pooled = attempt <= _POOLED_ATTEMPTS
-            container = await self._supply.acquire(image, limit, pooled=pooled)
+            container = await self._supply.acquire(image, limit, pooled=pooled, egress=egress)
             result: ExecutionResult | None = None
             live = None if on_output is None else LiveOutput(on_output, asyncio.get_running_loop())
             try:

@@ -80,9 +80,16 @@ SUPERVISOR_CAPABILITIES = ("SETUID", "SETGID", "SETPCAP", "KILL")
 """What the supervisor needs: drop to the run uid, empty the bounding set, end leftovers."""
 
 
-def supervisor_command(workdir: str, uid: int, gid: int) -> list[str]:
-    """The container command: the supervisor, with the work dir and the run's uid and gid."""
-    return inside_command("supervisor", workdir, str(uid), str(gid))
+def supervisor_command(
+    workdir: str, uid: int, gid: int, *, proxy_socket: str | None = None
+) -> list[str]:
+    """The container command: the supervisor, with the work dir and the run's uid and gid.
+
+    With ``proxy_socket`` (the host proxy's socket as the container sees it) the
+    supervisor first starts the relay of :mod:`._inside.relay` to it.
+    """
+    extra = () if proxy_socket is None else (proxy_socket,)
+    return inside_command("supervisor", workdir, str(uid), str(gid), *extra)
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,12 @@ def in_dedicated_thread(function: Callable[..., _T], *args: Any) -> asyncio.Futu
     return asyncio.get_running_loop().run_in_executor(_RUN_THREADS, function, *args)
 
 
-async def finish_in_thread(close: Callable[[], None]) -> None:
-    """Run a blocking ``close`` in a thread; cancelling the caller still lets it finish."""
+async def finish_in_thread(close: Callable[[], _T]) -> _T:
+    """Run a blocking ``close`` in a thread (its value returned); cancelling the caller still
+    lets it finish."""
     closing = asyncio.ensure_future(asyncio.to_thread(close))
     try:
-        await asyncio.shield(closing)
+        return await asyncio.shield(closing)
     except asyncio.CancelledError:
         await asyncio.wait({closing})
         raise

@@ -294,8 +294,19 @@ class Supervisor:
 
 
 def main(arguments: list[str]) -> None:
-    """``main([workdir, uid, gid])``: serve one run, then end the container with its status."""
+    """``main([workdir, uid, gid, (proxy socket)])``: serve one run, then end the container.
+
+    With the path of the host proxy's socket (a network-by-policy run), the relay to it
+    listens on ``127.0.0.1:3128`` before the program exists.
+    """
     make_undumpable()  # no ptrace, no /proc/<pid>/mem for anyone
     workdir, uid, gid = arguments[0], int(arguments[1]), int(arguments[2])
+    if len(arguments) > 3:
+        from .relay import start_relay
+
+        try:
+            start_relay(arguments[3], uid, gid)
+        except OSError as error:
+            fail("cannot start the network relay: " + str(error))
     Supervisor(workdir, uid, gid).run()
     sys.exit(SUPERVISOR_FAILED_EXIT)  # not reached: run() ends the process

@@ -127,6 +127,24 @@ ModelRetries = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+AllowHost = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        metavar="HOST[:PORT]",
+        help="Let programs reach this host through sandcrew's proxy, and nothing else "
+        "(repeatable; *.example.org for its subdomains; ports 443 and 80 unless given).",
+    ),
+]
+SecretHeader = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret-header",
+        metavar="'HOST[:PORT]=Name: value'",
+        help="A header the proxy adds to requests to HOST, its value from {env:VAR} or "
+        "{file:PATH}, never seen by the program (repeatable; http://HOST:PORT= for plain HTTP).",
+    ),
+]
 
 
 def sandbox_flags(
@@ -136,10 +154,13 @@ def sandbox_flags(
     image: str | None = None,
     language: str | None = None,
     network: bool | None = None,
+    allow_hosts: list[str] | None = None,
+    secret_headers: list[str] | None = None,
 ) -> dict[str, Any]:
     """The ``[sandbox]`` settings the options give (``None``: not given).
 
     ``image`` replaces the image of ``language``, or of every language when none is given.
+    ``--allow-host`` and ``--secret-header`` together make the run's network policy.
     """
     images = None
     if image is not None:
@@ -150,6 +171,11 @@ def sandbox_flags(
         "memory_bytes": memory,
         "images": images,
         "network": network or None,
+        "egress": (
+            {"allow": allow_hosts or [], "secret_headers": secret_headers or []}
+            if allow_hosts or secret_headers
+            else None
+        ),
     }
 
 

@@ -20,7 +20,9 @@ from sandcrew.crew import CrewSettings
 from sandcrew.errors import SandcrewError
 from sandcrew.sandbox import (
     DockerSandbox,
+    EgressPolicy,
     SandboxConfig,
+    SandboxError,
     connect_docker,
     describe_seccomp_profile,
     describe_uid_leases,
@@ -379,7 +381,50 @@ def _self_test() -> list[Check]:
             leases,
             Check("security self-test", False, f"unreadable report: {result.stdout!r}"),
         ]
-    return [profile, leases, *security_checks(report)]
+    return [profile, leases, *security_checks(report), _egress_check()]
+
+
+# Asks the proxy, through the relay, for a host the policy does not allow: the proxy
+# refuses it before resolving anything, so the probe sends nothing off the machine.
+EGRESS_PROBE_PROGRAM = """
+import socket
+try:
+    relay = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    relay.sendall(b"GET http://probe.sandcrew.invalid/ HTTP/1.1\\r\\n"
+                  b"Host: probe.sandcrew.invalid\\r\\nConnection: close\\r\\n\\r\\n")
+    answer = b""
+    while chunk := relay.recv(4096):
+        answer += chunk
+    print(answer.split(b"\\r\\n", 1)[0].decode("ascii", "replace"))
+except OSError as error:
+    print("no answer:", error)
+"""
+
+
+def _egress_check() -> Check:
+    """Whether this engine can do network by policy (the proxy's socket mounted into a run)."""
+    policy = EgressPolicy.from_text(allow=["doctor.sandcrew.invalid:1"])
+    config = SandboxConfig(timeout=20, egress=policy)
+    try:
+        result = DockerSandbox(config).run_sync(EGRESS_PROBE_PROGRAM, "python")
+    except SandboxError as error:
+        return Check("network by policy", True, f"not available: {error}", warning=True)
+    answer = result.stdout.strip()
+    events = result.network.events if result.network is not None else ()
+    if answer.startswith("HTTP/1.1 403") and [event.decision for event in events] == ["denied"]:
+        return Check(
+            "network by policy",
+            True,
+            "the proxy's socket reaches a run; a host off the list was refused unresolved",
+        )
+    return Check(
+        "network by policy",
+        True,
+        "not available on this engine: a run could not reach the proxy's socket "
+        f"({answer or 'no answer'}); --allow-host runs fail closed here (remote engines and "
+        "Docker Desktop's virtual machine cannot mount a socket of this machine)",
+        warning=True,
+    )
 
 
 def _show(console: Console, checks: list[Check], *, as_json: bool = False) -> None:

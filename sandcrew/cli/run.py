@@ -12,7 +12,7 @@ from rich.markup import escape
 from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
-from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
+from sandcrew.cli._terminal import UntrustedWriter, reset_attributes, visible_controls
 from sandcrew.core import NotARegularFile, read_regular_file
 from sandcrew.errors import UserError
 from sandcrew.sandbox import Artifact, DockerSandbox, ExecutionResult, OutputEvent
@@ -50,6 +50,8 @@ def run(
     network: Annotated[
         bool, typer.Option("--network", help="Allow network access (off by default).")
     ] = False,
+    allow_host: options.AllowHost = None,
+    secret_header: options.SecretHeader = None,
     image: Annotated[
         str | None, typer.Option(help="Run in this image instead of the default one.")
     ] = None,
@@ -85,6 +87,8 @@ def run(
             image=image,
             language=language.value if language else None,
             network=network,
+            allow_hosts=allow_host,
+            secret_headers=secret_header,
         ),
     )
     chosen_language = language.value if language else _language_of(source)
@@ -196,6 +200,10 @@ def _print_status(result: ExecutionResult, *, saving: bool, where: str | None) -
         status.print("some output files were left out: over the output limits", style="yellow")
     for note in result.artifacts_skipped:
         status.print(f"left out: out/{escape(note)}", style="yellow", soft_wrap=True)
+    if result.network is not None:
+        for line in result.network.runner_lines(limit=20)[1:]:
+            style = "yellow" if line.startswith("denied") else "dim"
+            status.print(escape(visible_controls(line)), style=style, soft_wrap=True)
 
 
 def artifact_lines(artifacts: tuple[Artifact, ...] | list[Artifact], *, saving: bool) -> list[str]:

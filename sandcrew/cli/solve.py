@@ -49,6 +49,8 @@ def solve(
     image: options.Image = None,
     run_timeout: options.RunTimeout = None,
     memory: options.Memory = None,
+    allow_host: options.AllowHost = None,
+    secret_header: options.SecretHeader = None,
     config: options.Config = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the outcome as JSON instead of the chat.")
@@ -109,10 +111,21 @@ def solve(
         max_rounds=max_rounds,
         token_budget=token_budget,
         time_budget=time_budget,
-        sandbox=options.sandbox_flags(run_timeout=run_timeout, memory=memory, image=image),
+        sandbox=options.sandbox_flags(
+            run_timeout=run_timeout,
+            memory=memory,
+            image=image,
+            allow_hosts=allow_host,
+            secret_headers=secret_header,
+        ),
     )
     if html is not None and not html.parent.is_dir():
         raise UserError(f"--html {html}: the folder {html.parent} does not exist")
+    if session and settings.sandbox.egress is not None:
+        raise UserError(
+            "--allow-host and --secret-header apply to throwaway runs; sessions have no "
+            "network policy yet: leave out --session or the network options"
+        )
     if session and out is not None:
         raise UserError(
             "--out saves the files of throwaway runs; with --session the files stay in the "

@@ -101,6 +101,8 @@ def run(
         ),
     ] = None,
     run_timeout: options.RunTimeoutOrTimeout = None,
+    allow_host: options.AllowHost = None,
+    secret_header: options.SecretHeader = None,
     report: Annotated[Path | None, typer.Option(help="Write a JSON report here.")] = None,
     junit: Annotated[Path | None, typer.Option(help="Write a JUnit XML report here.")] = None,
     html: Annotated[
@@ -152,8 +154,15 @@ def run(
         token_budget=token_budget,
         time_budget=time_budget,
         request_timeout=request_timeout,
-        sandbox=options.sandbox_flags(run_timeout=run_timeout),
+        sandbox=options.sandbox_flags(
+            run_timeout=run_timeout, allow_hosts=allow_host, secret_headers=secret_header
+        ),
     )
+    if settings.sandbox.egress is not None and isolation is not Isolation.TASK:
+        raise SuiteError(
+            "--allow-host and --secret-header need --isolation task: a batch container "
+            "runs many tasks, which one network policy could not tell apart"
+        )
     chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
     loaded = load_suite(suite)
     if isinstance(chosen_solver, CompletionsSolver):

@@ -9,6 +9,7 @@ nothing is patched. :func:`block_real_model_requests` makes accidental real requ
 from sandcrew.agents import AGENT_HEADER
 from sandcrew.testing._agents import ScriptedAgent
 from sandcrew.testing._guard import block_real_model_requests, closed_loopback_url
+from sandcrew.testing._network import LoopbackNetwork
 from sandcrew.testing._personas import (
     ALL_CHECKS_PASS,
     FIBONACCI_ANSWER,
@@ -33,6 +34,7 @@ __all__ = [
     "FIBONACCI_ANSWER",
     "FIBONACCI_TASK",
     "PERSONAS",
+    "LoopbackNetwork",
     "Persona",
     "RecordedCell",
     "RecordedRequest",

@@ -56,6 +56,10 @@ def test_doctor_passes_the_security_self_test() -> None:
     assert "sandcrew's own allowlist" in completed.stdout
     assert "io_uring_setup: EPERM" in completed.stdout
     assert "ptrace(PTRACE_TRACEME): EPERM" in completed.stdout
+    # The probe of network by policy: a run reached the proxy, which refused a host off
+    # its list before resolving it.
+    assert "network by policy" in completed.stdout
+    assert "unresolved" in completed.stdout
 
 
 @pytest.mark.docker
