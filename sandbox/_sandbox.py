@@ -160,7 +160,6 @@ class DockerSandbox:
         """
         from ._session import DockerSession
 
-        self._refuse_egress_in_sessions()
         return DockerSession(self, language, image=image, limits=limits)
 
     def session_sync(
@@ -174,13 +173,6 @@ class DockerSandbox:
         from ._session_sync import SyncSession
 
         return SyncSession(self.session(language, image=image, limits=limits))
-
-    def _refuse_egress_in_sessions(self) -> None:
-        if self.config.egress is not None:
-            raise UserError(
-                "network by policy (egress) is not available in sessions yet: use throwaway "
-                "runs, or a session without --allow-host and --secret-header"
-            )
 
     async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
         """The Python packages the language's image adds to the standard library.

@@ -47,6 +47,7 @@ from ._inside.session_channel import clean_count, clean_error
 from ._inside_command import inside_command
 from ._languages import normalize_language
 from ._live import OutputCallback
+from ._network_log import NetworkLog
 from ._session_connection import SessionConnection
 from ._session_models import (
     CellError,
@@ -62,6 +63,7 @@ from ._streams import CappedBuffer
 from ._uids import released_on_error, take_run_ids
 
 if TYPE_CHECKING:
+    from ._egress_proxy import EgressChannel
     from ._sandbox import DockerSandbox
 
 SESSION_LANGUAGES = ("python", "bash", "javascript")
@@ -181,6 +183,9 @@ class DockerSession:
         self._seq = itertools.count(1)
         self._answers: dict[str, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
         self._commands: dict[str, CommandHandle] = {}
+        self._egress: EgressChannel | None = None
+        self.network: NetworkLog | None = None
+        """Every request of a network-by-policy session, once it has ended."""
         self._fresh_contexts: set[str] = set()
         self._dropped_contexts: set[str] = set()
         self.execution_count = 0
@@ -212,6 +217,7 @@ class DockerSession:
         self._ready = self._loop.create_future()
         try:
             await self._sandbox.start()
+            self._egress = await self._sandbox._open_egress()
             connection = self._prepare_connection()
             self._connection = connection
             await connection.open(self._loop, self._on_frame, self._on_connection_end)
@@ -227,6 +233,10 @@ class DockerSession:
         config, limits = self._sandbox.config, self.limits
         api = self._sandbox.client.api
         uid, gid = take_run_ids(config)
+        egress = None
+        if self._egress is not None:
+            self._egress.peer_uid = uid  # the proxy takes connections of this uid only
+            egress = self._egress.mount()
         with released_on_error(uid):
             options = create_options(
                 api,
@@ -235,6 +245,7 @@ class DockerSession:
                 run_id=secrets.token_hex(8),
                 deadline=time.time() + limits.max_lifetime + config.reap_grace_seconds,
                 ids=(uid, gid),
+                egress=egress,
             )
             settings = {
                 "workdir": config.workdir,
@@ -249,7 +260,11 @@ class DockerSession:
                 "display_bytes": limits.max_display_bytes,
                 "file_bytes": limits.max_file_bytes,
                 "code_bytes": config.max_code_bytes,
-                "environment": self._environment(config.workdir),
+                "environment": {
+                    **self._environment(config.workdir),
+                    **(egress.environment if egress is not None else {}),
+                },
+                "proxy_socket": None if egress is None else egress.container_socket,
             }
             options["command"] = inside_command(
                 "session", json.dumps(settings), *_driver_command(self.language)
@@ -285,7 +300,13 @@ class DockerSession:
     def _close_blocking(self) -> None:
         if self._connection is not None:
             self._connection.close()
+        self._close_egress()
         _exit.release(self)
+
+    def _close_egress(self) -> None:
+        egress, self._egress = self._egress, None
+        if egress is not None:
+            self.network = egress.close()
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -720,6 +741,7 @@ class DockerSession:
         self._end_session(SessionLostError("The session ended: its supervisor did not answer"))
 
     def _on_connection_end(self, why: str, diagnostics: str) -> None:
+        self._close_egress()
         _exit.release(self)
         if self._closed_by is None:
             self._end_session(

@@ -18,6 +18,7 @@ RELAY_PORT = 3128
 MAX_CONNECTIONS = 64
 _BUFFER_LIMIT = 256 * 1024  # bytes held per direction before reading pauses
 _CHUNK = 65536
+_MAX_FD = 65536
 
 
 class _Direction:
@@ -153,19 +154,38 @@ class Relay:
             sock.close()
 
 
-def start_relay(socket_path: str, uid: int, gid: int) -> int:
-    """Bind ``127.0.0.1:3128`` (as root, before the program exists) and fork the relay."""
+def relay_listener() -> socket.socket:
+    """``127.0.0.1:3128``, bound as root before the program exists."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", RELAY_PORT))
     listener.listen(MAX_CONNECTIONS)
+    return listener
+
+
+def fork_relay(listener: socket.socket, socket_path: str, uid: int, gid: int) -> int:
+    """Fork the relay on ``listener``: the run's uid, not dumpable, nothing else of its parent's
+    open (a session's supervisor starts it again after each restart)."""
     child = os.fork()
     if child == 0:
         try:
+            keep = listener.fileno()
+            null = os.open("/dev/null", os.O_RDWR)
+            for target in (0, 1, 2):
+                os.dup2(null, target)
+            os.closerange(3, keep)
+            os.closerange(keep + 1, _MAX_FD)
             drop_to(uid, gid)
             make_undumpable()
             Relay(listener, socket_path).serve()
         finally:
             os._exit(0)
+    return child
+
+
+def start_relay(socket_path: str, uid: int, gid: int) -> int:
+    """Bind ``127.0.0.1:3128`` (as root, before the program exists) and fork the relay."""
+    listener = relay_listener()
+    child = fork_relay(listener, socket_path, uid, gid)
     listener.close()
     return child

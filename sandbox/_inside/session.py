@@ -108,6 +108,8 @@ class Settings:
     file_bytes: int
     code_bytes: int
     environment: dict[str, str]
+    proxy_socket: str | None = None
+    """The host proxy's socket in the container (network by policy): the relay forwards to it."""
 
 
 @dataclass
@@ -182,6 +184,12 @@ class Supervisor:
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         self.selector.register(wake_read, selectors.EVENT_READ, "wake")
         self.selector.register(0, selectors.EVENT_READ, "requests")
+        self.relay_listener: socket.socket | None = None
+        self.relay_pid: int | None = None
+        if settings.proxy_socket is not None:
+            from .relay import relay_listener
+
+            self.relay_listener = relay_listener()
         self.commands = Commands(
             self.selector,
             self.emit,
@@ -322,6 +330,7 @@ class Supervisor:
         """SIGKILL every process but the init and this one, until none is left."""
         end_every_other_process(5.0)
         self.reap_quietly()
+        self.relay_pid = None
         for pid in list(self.helpers):
             self.finish_helper(pid, {"error": "the session's interpreter was restarted"})
         self.commands.forget("every process of the session was ended (the interpreter restarted)")
@@ -333,9 +342,13 @@ class Supervisor:
         except ChildProcessError:
             pass
 
+    def own_processes(self) -> set[int]:
+        """The supervisor's own helpers of the session's uid that a cell's end spares."""
+        return set() if self.relay_pid is None else {self.relay_pid}
+
     def kill_cell_processes(self) -> None:
         """End every process but the interpreter (and the file helpers): what a cell started."""
-        keep = {1, os.getpid(), *self.helper_processes}
+        keep = {1, os.getpid(), *self.helper_processes, *self.own_processes()}
         if self.interpreter is not None:
             keep.add(self.interpreter.pid)
             keep.update(self.interpreter.keep)
@@ -359,6 +372,7 @@ class Supervisor:
         self.close_interpreter()
         self.kill_everything()
         self.remove_ipc_objects()
+        self.start_relay()
         if self.cell is not None:
             self.end_cell(
                 count=None,
@@ -469,7 +483,7 @@ class Supervisor:
     def channel_problem(self, interpreter: Interpreter) -> str | None:
         """Why the interpreter's channel cannot be trusted for the next cell, if it cannot."""
         expected = {(interpreter.pid, fd, inode) for fd, inode in interpreter.channel}
-        spared = {1, os.getpid(), *self.helper_processes}
+        spared = {1, os.getpid(), *self.helper_processes, *self.own_processes()}
         try:
             found = holders_seen_as(
                 self.settings.uid,
@@ -748,7 +762,18 @@ class Supervisor:
                     moments.append(moment)
         return max(0.0, min(moments) - now)
 
+    def start_relay(self) -> None:
+        """The network relay of a network-by-policy session, as the session's uid."""
+        if self.relay_listener is None or self.settings.proxy_socket is None:
+            return
+        from .relay import fork_relay
+
+        self.relay_pid = fork_relay(
+            self.relay_listener, self.settings.proxy_socket, self.settings.uid, self.settings.gid
+        )
+
     def serve(self) -> None:
+        self.start_relay()
         self.spawn()
         while True:
             now = time.monotonic()
@@ -844,6 +869,9 @@ class Supervisor:
             if pid == 0:
                 return
             self.helper_processes.discard(pid)
+            if pid == self.relay_pid:  # a cell may end it (same uid): its network comes back
+                self.start_relay()
+                continue
             if self.commands.on_exit(pid, status):
                 continue
             if self.interpreter is not None and pid == self.interpreter.pid:

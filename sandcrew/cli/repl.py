@@ -92,6 +92,8 @@ def repl(
     network: Annotated[
         bool, typer.Option("--network", help="Allow network access (off by default).")
     ] = False,
+    allow_host: options.AllowHost = None,
+    secret_header: options.SecretHeader = None,
     config: options.Config = None,
 ) -> None:
     """An interactive interpreter in a hardened container, kept until you leave it.
@@ -102,7 +104,12 @@ def repl(
     settings = options.settings_from_options(
         config=config,
         sandbox=options.sandbox_flags(
-            memory=memory, image=image, language=language.value, network=network
+            memory=memory,
+            image=image,
+            language=language.value,
+            network=network,
+            allow_hosts=allow_host,
+            secret_headers=secret_header,
         ),
     )
     inputs = files_from_paths(file or [])

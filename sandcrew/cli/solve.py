@@ -121,11 +121,6 @@ def solve(
     )
     if html is not None and not html.parent.is_dir():
         raise UserError(f"--html {html}: the folder {html.parent} does not exist")
-    if session and settings.sandbox.egress is not None:
-        raise UserError(
-            "--allow-host and --secret-header apply to throwaway runs; sessions have no "
-            "network policy yet: leave out --session or the network options"
-        )
     if session and out is not None:
         raise UserError(
             "--out saves the files of throwaway runs; with --session the files stay in the "

@@ -56,9 +56,3 @@ def test_solve_runs_with_the_network_policy_and_tells_the_model_what_was_denied(
     assert "not on the allow-list (allowed: localhost:" in seen
     [run] = json.loads(completed.stdout)["runs"]
     assert [event["decision"] for event in run["network"]["events"]] == ["allowed", "denied"]
-
-
-def test_solve_refuses_a_network_policy_for_a_session() -> None:
-    completed = run_cli("solve", "anything", "--session", "--allow-host", "pypi.org")
-    assert completed.returncode == 2
-    assert "sessions have no network policy yet" in completed.stderr

@@ -17,7 +17,13 @@ from contextlib import contextmanager
 import docker
 import pytest
 
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, OutputEvent, SandboxConfig
+from sandcrew.sandbox import (
+    DockerSandbox,
+    ExecutionResult,
+    OutputEvent,
+    SandboxConfig,
+    SessionLimits,
+)
 from sandcrew.sandbox._egress_proxy import egress_proxy
 from sandcrew.sandbox._egress_tls import CertificateAuthority
 from sandcrew.testing import LoopbackNetwork
@@ -455,3 +461,39 @@ print(json.dumps([first, second[0]]))
 
 def authorization(headers: dict[str, str]) -> str | None:
     return next((value for name, value in headers.items() if name.lower() == "authorization"), None)
+
+
+async def test_a_session_keeps_its_network_policy_for_its_lifetime(
+    docker_client: docker.DockerClient, test_authority: CertificateAuthority
+) -> None:
+    fetch = "print(json.dumps([fetch('https://allowed.test/a'), fetch('https://denied.test/')]))"
+    config = SandboxConfig(timeout=20.0, egress={"allow": ["allowed.test"]})
+    with world(test_authority) as (allowed, _api, wire, network):
+        async with DockerSandbox(
+            config, docker_client=docker_client, egress_network=network
+        ) as sandbox:
+            session = sandbox.session(limits=SessionLimits(cell_timeout=30))
+            async with session:
+                await session.put_file("upstream-ca.pem", test_authority.certificate_pem)
+                first = await session.run(_FETCH + fetch)
+                # A cell can end the relay (its own uid): the supervisor starts it again.
+                await session.run(
+                    "import os, signal\nfor p in os.listdir('/proc'):\n"
+                    "    if p.isdigit() and int(p) != os.getpid():\n"
+                    "        try: os.kill(int(p), signal.SIGKILL)\n"
+                    "        except OSError: pass"
+                )
+                await asyncio.sleep(0.5)
+                after_kill = await session.run(fetch)
+                await session.restart()
+                after_restart = await session.run(_FETCH + fetch)
+            log = session.network
+
+    for cell in (first, after_kill, after_restart):
+        reached, refused = json.loads(cell.stdout)
+        assert reached[:2] == [200, "hello from allowed.test\n"], cell
+        assert "403" in refused[1]
+    assert len(allowed.requests) == 3
+    assert wire.connections == 0
+    assert log is not None
+    assert [event.decision for event in log.events] == ["allowed", "denied"] * 3
