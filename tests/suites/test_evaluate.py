@@ -241,6 +241,34 @@ def test_command_prints_pass_at_k_with_plain_progress_when_piped(
     ]
 
 
+@pytest.mark.docker
+def test_piped_progress_says_when_timeouts_are_confirmed_and_counts_them_in_the_eta(
+    tmp_path: Path, problems: dict[str, dict[str, Any]], problems_file: Path
+) -> None:
+    right = problems["HumanEval/0"]["canonical_solution"]
+    samples = [{"task_id": "HumanEval/0", "completion": text} for text in [right] * 4]
+    samples += [{"task_id": "HumanEval/0", "completion": LOOPING}] * 2
+    samples_path = write_jsonl(tmp_path / "samples.jsonl", samples)
+
+    result = subprocess.run(
+        [str(SANDCREW), "suite", "evaluate", str(samples_path), "--problems", str(problems_file),
+         "--k", "1", "-j", "2", "--timeout", "1", "--ignore-incomplete"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    # The two loops timed out with others running; they run again alone, one at a time,
+    # and the progress says so, their limits (1 s each) being what is left.
+    confirming = "evaluate: 4/6 samples checked; confirming 2 timeouts alone, one at a time"
+    [said] = [number for number, line in enumerate(lines) if line.startswith(confirming)]
+    assert lines[said].endswith("(at most 2s)"), lines[said]
+    assert lines[said + 1].startswith("evaluate: 5/6 samples (83%), 4 passed"), lines
+    assert lines[said + 1].endswith("ETA 1s (1 timeout to confirm alone)"), lines
+    assert lines[said + 2].startswith("evaluate: 6/6 samples (100%), 4 passed"), lines
+    assert "4 passed, 0 failed, 2 timed out (2 confirmed alone)" in result.stdout
+
+
 # -- the executor seam -------------------------------------------------------------------
 
 
