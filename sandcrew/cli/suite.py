@@ -9,6 +9,7 @@ configuration errors, 3 Docker or the model endpoint unreachable, 130 interrupte
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ from sandcrew.cli.suite_evaluate import (
     IsolationOption,
     make_executor,
 )
-from sandcrew.core import counted
+from sandcrew.core import ConfigurationError, counted
 from sandcrew.suites import Isolation, SolverName
 
 if TYPE_CHECKING:
@@ -155,6 +156,13 @@ def run(
         request_timeout=request_timeout,
         sandbox=options.sandbox_flags(run_timeout=run_timeout),
     )
+    if solver is SolverName.CREW and not settings.endpoint.configured:
+        # The default solver needs a model; the harness and the sandbox can be tried without.
+        raise ConfigurationError(
+            f"--solver crew (the default) needs a model: {settings.endpoint.not_configured()}; "
+            f"or check the suite without one: `sandcrew suite run {shlex.quote(suite)} "
+            "--solver canonical` runs each task's own solution"
+        )
     chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
     loaded = load_suite(suite)
     if isinstance(chosen_solver, CompletionsSolver):

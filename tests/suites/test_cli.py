@@ -22,6 +22,7 @@ from sandcrew.cli import app
 from sandcrew.cli.suite import FULL_TABLE_LIMIT
 from sandcrew.suites import load_suite, read_json_report
 from tests.browser import dump_dom
+from tests.process import run_cli
 from tests.suites.conftest import WriteFile
 
 SANDCREW = Path(sys.executable).with_name("sandcrew")
@@ -284,6 +285,19 @@ USAGE_ERRORS = [
         id="missing-baseline",
     ),
 ]
+
+
+def test_the_default_solver_without_a_model_points_to_the_canonical_one() -> None:
+    without_model = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
+    completed = run_cli("suite", "run", "basics", env=without_model)
+
+    assert completed.returncode == 2, completed.stderr
+    [line] = completed.stderr.splitlines()
+    assert line.startswith("error: --solver crew (the default) needs a model: no model configured")
+    assert line.endswith(
+        "; or check the suite without one: `sandcrew suite run basics --solver canonical` "
+        "runs each task's own solution"
+    )
 
 
 def test_baseline_of_another_suite_or_solver_is_refused(tmp_path: Path) -> None:
