@@ -227,6 +227,25 @@ def test_images_build_in_a_log_shows_step_n_of_m(docker_client: docker.DockerCli
             docker_client.images.remove(tag)
 
 
+@pytest.mark.docker
+def test_images_build_says_which_base_it_chose_and_why(docker_client: docker.DockerClient) -> None:
+    # The debootstrap base is there (see above); forced, the build says it used that one, and
+    # no line of the log names another base.
+    docker_client.images.get(OFFLINE_BASE_IMAGE)
+    tag = f"sandcrew-test/python:base-{uuid.uuid4().hex[:12]}"
+    try:
+        completed = run_cli("images", "build", "python", "--tag", tag, "--base", "debootstrap")
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stderr.splitlines()[0] == (
+            f"base of {tag}: {OFFLINE_BASE_IMAGE} (the Debian root filesystem debootstrap made "
+            "before; --base debootstrap)"
+        )
+        assert "python:3.11-slim-bookworm" not in completed.stderr
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+
+
 def test_images_build_tag_needs_one_image() -> None:
     completed = run_cli("images", "build", "python", "node", "--tag", "mine/sandbox:1")
 

@@ -201,7 +201,7 @@ def test_run_passes_the_programs_own_exit_code_through() -> None:
         (["--timeout", "nan"], "timeout must be > 0 (got nan)"),
         (["--memory", "99999g"], "memory_bytes must be at most 1 TiB (got 99999 GiB)"),
         (["--language", ""], "'' is not one of 'python', 'bash'"),
-        (["--image", "sandcrew/does-not-exist:1"], "sandcrew images build"),
+        (["--image", "sandcrew/does-not-exist:1"], "docker pull sandcrew/does-not-exist:1"),
     ],
     ids=["inf", "1e10", "nan", "99999g", "empty-language", "missing-image"],
 )
