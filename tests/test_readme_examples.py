@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import select
 import shlex
 import subprocess
 import sys
@@ -231,6 +232,31 @@ def test_live_output_examples_run(docker_client: object) -> None:
     streamed, called_back = section_blocks("sessions.md", "Live output")
     assert output_of(streamed) == "step 0\nstep 1\nstep 2\nexit 0\n"
     assert output_of(called_back) == "hello\n0\n"
+
+
+@pytest.mark.docker
+def test_the_mcp_http_client_example_runs_against_the_server() -> None:
+    (client,) = section_blocks("mcp-and-frameworks.md", "MCP server", naming="streamable_http")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    try:
+        ready, _, _ = select.select([server.stderr], [], [], 60)
+        listening = server.stderr.readline() if ready else ""
+        assert listening.startswith("listening on http://127.0.0.1:"), listening
+        # The example's server is this one, on the port it picked; the rest runs as written.
+        completed = run_python(client.replace("http://127.0.0.1:8765/mcp", listening.split()[-1]))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        server.stderr.close()
+    assert completed.returncode == 0, completed.stderr
+    printed = ["False 42", "True /timeout: 999 is greater than the maximum of 10.0"]
+    assert completed.stdout.splitlines() == printed
+    assert all(f"# {line}" in client for line in printed)  # what the example says it prints
 
 
 @pytest.mark.docker
