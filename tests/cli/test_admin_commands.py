@@ -406,9 +406,39 @@ def test_doctor_checks_the_model_endpoint() -> None:
 
 
 @pytest.mark.docker
-def test_doctor_reports_an_unreachable_model_endpoint() -> None:
-    completed = run_cli("doctor", "--no-self-test", "--base-url", "http://127.0.0.1:9/v1")
+def test_doctor_reports_an_unreachable_model_endpoint_with_the_fix_and_still_tests_security() -> (
+    None
+):
+    completed = run_cli("doctor", "--base-url", "http://127.0.0.1:9/v1", "--json")
 
     assert completed.returncode == 1
-    assert "APIConnectionError" in completed.stdout
-    assert "FAIL" in completed.stdout
+    checks = {check["name"]: check for check in json.loads(completed.stdout)["checks"]}
+    endpoint = checks["model endpoint"]
+    assert endpoint["ok"] is False
+    assert endpoint["detail"].startswith("http://127.0.0.1:9/v1 could not be reached (")
+    assert endpoint["detail"].endswith(
+        "check that the server is running and the base URL is right (--base-url or "
+        "OPENAI_BASE_URL; it usually ends in /v1)"
+    )
+    # The sandbox needs no model: its self-test runs all the same.
+    assert checks["no capabilities"] == {
+        "name": "no capabilities", "ok": True, "detail": "CapEff 0000000000000000",
+        "warning": False,
+    }  # fmt: skip
+
+
+@pytest.mark.docker
+def test_doctor_says_when_the_security_self_test_cannot_run(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[sandbox.images]\npython = "sandcrew-test/missing:1"\n', encoding="utf-8")
+
+    completed = run_cli("doctor", "--config", str(config), "--json", env=NO_MODEL)
+
+    assert completed.returncode == 1
+    checks = {check["name"]: check for check in json.loads(completed.stdout)["checks"]}
+    assert checks["image for python (configured)"]["ok"] is False
+    assert checks["security self-test"] == {
+        "name": "security self-test", "ok": True, "warning": True,
+        "detail": "not run: it runs in sandcrew-test/missing:1, which is missing",
+    }  # fmt: skip
+    assert "no capabilities" not in checks
