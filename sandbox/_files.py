@@ -69,13 +69,14 @@ def media_type_of(name: str) -> str:
     return guessed or "application/octet-stream"
 
 
-def check_file_name(name: str) -> str:
-    """The name, if relative, ``/``-separated, without ``.``/``..``/NUL and not reserved."""
+def check_work_dir_name(name: str) -> str:
+    """The name of a file or folder of a work dir, if relative, ``/``-separated, without
+    ``.``/``..``/NUL, at most 255 bytes."""
     parts = name.split("/")
     try:
         size = len(name.encode())
     except UnicodeEncodeError:
-        raise UserError(f"input file name {name!r} is not valid UTF-8") from None
+        raise UserError(f"file name {name!r} is not valid UTF-8") from None
     if (
         not name
         or name.startswith("/")
@@ -83,10 +84,20 @@ def check_file_name(name: str) -> str:
         or any(part in ("", ".", "..") or "\x00" in part for part in parts)
     ):
         raise UserError(
-            f"input file name {name!r} is refused: use a relative name without '.', '..', "
+            f"file name {name!r} is refused: use a relative name without '.', '..', "
             f"empty parts or NUL, at most {_NAME_BYTES_LIMIT} bytes"
         )
-    if parts[0] in _RESERVED_NAMES:
+    return name
+
+
+def check_file_name(name: str) -> str:
+    """The name of a run's input file: a work dir name (:func:`check_work_dir_name`) that is
+    not the program's file or ``out``, which a run reserves."""
+    try:
+        check_work_dir_name(name)
+    except UserError as refusal:
+        raise UserError(f"input {refusal}") from None
+    if name.split("/")[0] in _RESERVED_NAMES:
         raise UserError(f"input file name {name!r} is reserved by the sandbox")
     return name
 

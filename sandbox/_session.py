@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Self
 from ..core import UserError
 from ._container import Launch, LaunchedContainer, create_options, discard_container
 from ._errors import EmptyCodeError, SandboxError, UnsupportedLanguageError
-from ._files import check_file_name
+from ._files import check_work_dir_name
 from ._inside_command import inside_command
 from ._languages import normalize_language
 from ._live import OutputCallback
@@ -372,7 +372,7 @@ class Session:
         Missing folders are made; an existing file is replaced; a link on the
         way is refused, never followed.
         """
-        check_file_name(name)
+        check_work_dir_name(name)
         if isinstance(data, Path):
             for relative, path in await asyncio.to_thread(_files_of, data):
                 content = await asyncio.to_thread(path.read_bytes)
@@ -391,7 +391,7 @@ class Session:
 
     async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of a file of the work dir (a regular file, reached without links)."""
-        check_file_name(name)
+        check_work_dir_name(name)
         limit = self.limits.max_file_bytes if max_bytes is None else max_bytes
         encoded = name.encode()
         _, body = await self._file_request("get", encoded, limit, encoded)
@@ -400,7 +400,7 @@ class Session:
     async def list_files(self, path: str = ".") -> list[FileEntry]:
         """The entries of a folder of the work dir (``"."``: the work dir itself)."""
         if path not in ("", "."):
-            check_file_name(path)
+            check_work_dir_name(path)
         encoded = path.encode()
         answer, _ = await self._file_request("list", encoded, 0, encoded)
         entries = answer.get("entries")

@@ -233,3 +233,29 @@ async def test_a_flooding_cell_is_capped_in_its_result_and_its_progress() -> Non
     streamed = "".join(message.removeprefix("stdout: ") for message in messages)
     assert len(streamed) <= 1024 * 1024
     assert after["outputs"][0]["data"]["text/plain"] == "42"
+
+
+async def test_a_session_hands_back_any_file_its_cells_wrote_and_names_a_bad_name_plainly() -> None:
+    # A session has no program file and no out/ of a run's: main.py and out/ are a cell's own.
+    async with mcp_session() as session:
+        sid = (await call(session, "session_create"))["session_id"]
+        await call(
+            session,
+            "session_run",
+            session_id=sid,
+            code="import os\nos.makedirs('out')\n"
+            "open('out/table.csv', 'w').write('a,b\\n')\nopen('main.py', 'w').write('x = 1\\n')",
+        )
+        table = await call(session, "session_get_file", session_id=sid, name="out/table.csv")
+        program = await call(session, "session_get_file", session_id=sid, name="main.py")
+        listed = await call(session, "session_list_files", session_id=sid, path="out")
+        await call(session, "session_put_file", session_id=sid, name="out/more.txt", text="+")
+        more = await call(session, "session_get_file", session_id=sid, name="out/more.txt")
+        refusal = await refused(session, "session_get_file", session_id=sid, name="../etc/passwd")
+
+    assert table["text"] == "a,b\n"
+    assert program["text"] == "x = 1\n"
+    assert [entry["name"] for entry in listed["entries"]] == ["table.csv"]
+    assert more["text"] == "+"
+    assert "file name '../etc/passwd' is refused" in refusal
+    assert "input file" not in refusal  # it is a file of the session, not an input of a run
