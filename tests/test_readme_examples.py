@@ -16,11 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
 import typer.main
+from typer._click.exceptions import UsageError
+from typer.core import TyperCommand, TyperGroup
 
 from sandcrew.cli import app
+from sandcrew.cli._errors import _usage_error
 from sandcrew.testing import ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, happy_path_turns
 
@@ -91,11 +93,15 @@ def test_every_python_example_compiles(code: str) -> None:
     compile(code, "<example>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
-def sandcrew_command_lines() -> list[tuple[str, list[str]]]:
-    """Every `sandcrew ...` command of every bash block, as the shell would split it."""
+def sandcrew_command_lines() -> list[tuple[str, list[str], str | None]]:
+    """Every `sandcrew ...` command of every bash block, as the shell would split it, and the
+    error line the page says it ends with when the next line is a ``# error: ...`` comment."""
     found = []
     for where, script in blocks("bash"):
-        for line in script.replace("\\\n", " ").splitlines():
+        lines = script.replace("\\\n", " ").splitlines()
+        for number, line in enumerate(lines):
+            said = lines[number + 1] if number + 1 < len(lines) else ""
+            documented = said.removeprefix("# ") if said.startswith("# error: ") else None
             if "<<" in line and "<<<" not in line:
                 line = line[: line.index("<<")]  # a here-document's body is not a command
             for command in re.split(r"&&|\|\||;|\|", line):
@@ -106,7 +112,7 @@ def sandcrew_command_lines() -> list[tuple[str, list[str]]]:
                     arguments = words[1:]
                     if "<<<" in arguments:
                         arguments = arguments[: arguments.index("<<<")]
-                    found.append((where, arguments))
+                    found.append((where, arguments, documented))
     return found
 
 
@@ -114,19 +120,32 @@ COMMAND_LINES = sandcrew_command_lines()
 
 
 @pytest.mark.parametrize(
-    "arguments",
-    [arguments for _, arguments in COMMAND_LINES],
-    ids=[f"{where} sandcrew {' '.join(arguments)}"[:90] for where, arguments in COMMAND_LINES],
+    ("arguments", "documented_error"),
+    [(arguments, documented) for _, arguments, documented in COMMAND_LINES],
+    ids=[f"{where} sandcrew {' '.join(arguments)}"[:90] for where, arguments, _ in COMMAND_LINES],
 )
-def test_every_command_line_parses(arguments: list[str]) -> None:
-    group: click.Command = typer.main.get_command(app)
-    context = group.make_context("sandcrew", list(arguments), resilient_parsing=False)
-    while isinstance(group, click.Group) and context.protected_args:
-        name, *rest = [*context.protected_args, *context.args]
-        command = group.get_command(context, name)
-        assert command is not None, f"no command {name!r}"
-        group, context = command, command.make_context(name, rest, parent=context)
-    assert context.params is not None
+def test_every_command_line_parses(arguments: list[str], documented_error: str | None) -> None:
+    refused = _refusal(arguments)
+    # A page may show a refused command line: then with the error it really ends with (an
+    # error of the settings comes after the parse, when the command runs).
+    if refused is not None:
+        assert f"error: {_usage_error(refused)}" == documented_error
+
+
+def _refusal(arguments: list[str]) -> UsageError | None:
+    """Parse ``arguments`` down to the command that runs (typer's groups carry their own copy
+    of click's classes); the usage error, if the command line is refused."""
+    group: TyperCommand = typer.main.get_command(app)
+    try:
+        context = group.make_context("sandcrew", list(arguments), resilient_parsing=False)
+        while isinstance(group, TyperGroup):
+            name, *rest = [*context._protected_args, *context.args]
+            command = group.get_command(context, name)
+            assert command is not None, f"no command {name!r}"
+            group, context = command, command.make_context(name, rest, parent=context)
+    except UsageError as error:
+        return error
+    return None
 
 
 def test_the_pages_have_examples_to_check() -> None:

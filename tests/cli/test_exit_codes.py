@@ -278,6 +278,38 @@ def test_run_bad_values_exit_125_with_one_line(args: list[str], expected: str) -
     assert expected in one_error_line(completed.stderr)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["run", "-", "--timeout", "abc", "--memory", "lots"],
+            "error: Invalid value for '--run-timeout' / '--timeout': Input should be a valid "
+            "number, unable to parse string as a number; Invalid value for '--memory': must "
+            "look like 256m or 1g (got 'lots') (see: sandcrew run --help)",
+        ),
+        (
+            ["suite", "run", "basics", "-s", "nosolver", "-j", "x"],
+            "error: Invalid value for '--solver' / '-s': 'nosolver' is not one of 'canonical', "
+            "'completions', 'crew'; Invalid value for '--concurrency' / '-j': Input should be a "
+            "valid integer, unable to parse string as an integer (see: sandcrew suite run --help)",
+        ),
+        (
+            ["solve", "--max-rounds", "many"],
+            "error: Invalid value for '--max-rounds': Input should be a valid integer, unable to "
+            "parse string as an integer; Missing argument 'TASK' (see: sandcrew solve --help)",
+        ),
+    ],
+    ids=["run", "suite-run", "solve"],
+)
+def test_every_flag_that_cannot_be_read_is_named_in_the_one_error_line(
+    args: list[str], expected: str
+) -> None:
+    completed = run_cli(*args, stdin="print(1)")
+
+    assert completed.returncode == (125 if args[0] == "run" else 2), completed.stderr
+    assert one_error_line(completed.stderr) == expected
+
+
 def test_run_unreachable_docker_exits_125() -> None:
     completed = run_cli("run", "-", stdin="print(1)", env=NO_DOCKER)
     assert completed.returncode == 125
