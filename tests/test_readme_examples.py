@@ -12,6 +12,7 @@ import os
 import re
 import select
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +152,42 @@ def _refusal(arguments: list[str]) -> UsageError | None:
 def test_the_pages_have_examples_to_check() -> None:
     assert len(PYTHON_EXAMPLES) >= 8
     assert len(COMMAND_LINES) >= 15
+
+
+@pytest.mark.docker
+def test_solve_against_the_scripted_server_runs_as_the_docs_say() -> None:
+    serve, solve = block_after(
+        REPOSITORY / "docs" / "models.md", "**`sandcrew solve` against it**", "bash"
+    ).splitlines()
+    # The documented port may be taken here: the server picks one and names it.
+    command = shlex.split(serve, comments=True)
+    assert command[:3] == ["python", "-m", "sandcrew.testing"]
+    server = subprocess.Popen(
+        [sys.executable, *command[1:-1], "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert server.stdout is not None
+    assert server.stderr is not None
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        said = server.stdout.readline() if ready else ""
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", said)
+        assert url is not None, said
+        completed = subprocess.run(
+            ["bash", "-euc", solve.replace("http://127.0.0.1:8765/v1", url.group(1))],
+            capture_output=True, text=True, timeout=300, check=False,
+            env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+        )  # fmt: skip
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+        answered = server.stderr.read()
+        server.stdout.close()
+        server.stderr.close()
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert f"answer: The 39th Fibonacci number is {FIBONACCI_ANSWER}." in completed.stdout
+    assert answered.startswith("answered "), answered
+    assert "not in the script" not in answered, answered
 
 
 def test_two_agent_chat_example_runs() -> None:
