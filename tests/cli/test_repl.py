@@ -89,7 +89,7 @@ def test_the_repl_keeps_state_interrupts_cells_and_leaves_nothing(tmp_path: Path
 def test_a_line_typed_while_a_cell_runs_shows_once() -> None:
     with cli_on_terminal("repl", with_stdin=True) as terminal:
         terminal.read_until(b"In [1]: ", within=START)
-        terminal.send(b"import time; print('started', flush=True); time.sleep(3)\r")
+        terminal.send(b"import time; print('started', flush=True); time.sleep(5)\r")
         terminal.read_until(b"\nstarted")  # the cell runs: what is typed now waits for it
         terminal.send(b"typed_ahead = 5\r")
         terminal.read_until(b"In [3]: ", within=60)
