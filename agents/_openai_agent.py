@@ -476,8 +476,10 @@ class OpenAIChatAgent(BaseAgent):
                     f"a response the openai client rejected: {error.message}"
                 ) from error
             except asyncio.CancelledError:
-                # Abandoned (a time budget ran out): the server may still be generating.
-                self.token_meter.record(self._abandoned_usage(request))
+                # Abandoned (Ctrl-C, a time budget, a client gone): the connection closes, which
+                # stops the server's reply. The prompt was read; what was written of the reply
+                # before is unknown and not counted (a timeout, below, counts the whole cap).
+                self.token_meter.record(estimated_usage(estimate_prompt_tokens(request), 0))
                 raise
             if not isinstance(completion, ChatCompletion):
                 # The client hands back the text of a 200 that is not JSON (an HTML proxy page).

@@ -18,7 +18,7 @@ from ._errors import (
 )
 from ._files import NotARegularFile, read_regular_file
 from ._lazy import lazy_exports
-from ._text import describe_invalid_value, trim_middle
+from ._text import counted, describe_invalid_value, trim_middle
 
 __all__ = [
     "ConfigurationError",
@@ -29,6 +29,7 @@ __all__ = [
     "NotARegularFile",
     "SandcrewError",
     "UserError",
+    "counted",
     "describe_invalid_value",
     "lazy_exports",
     "read_regular_file",

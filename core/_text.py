@@ -32,3 +32,8 @@ def describe_invalid_value(problem: Mapping[str, Any]) -> str:
     if "(got " in message:
         return shown
     return f"{shown} (got {problem.get('input')!r})"
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 task``, ``2 tasks``: the noun agrees with the number (``plural`` when not ``+s``)."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"

@@ -7,7 +7,7 @@ errors: they are data in :class:`~sandcrew.sandbox.ExecutionResult`.
 from __future__ import annotations
 
 from ..core import ErrorCode, InfrastructureError, SandcrewError, UserError
-from ._images import build_command_for
+from ._images import missing_image_advice
 
 BUILD_IMAGES_COMMAND = "sandcrew images build"
 
@@ -39,9 +39,7 @@ class ImageNotFoundError(SandboxError):
     code = ErrorCode.IMAGE_NOT_FOUND
 
     def __init__(self, image: str) -> None:
-        super().__init__(
-            f"Sandbox image {image} is missing; build it with `{build_command_for(image)}`"
-        )
+        super().__init__(f"Sandbox image {image} is missing; {missing_image_advice(image)}")
         self.image = image
 
 

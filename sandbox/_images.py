@@ -51,6 +51,7 @@ DEFAULT_IMAGES: dict[str, str] = {
 """Language → image tag used by default."""
 
 BUILD_COMMAND = "sandcrew images build"
+LIST_COMMAND = "sandcrew images list"
 
 Progress = Callable[[str], None]
 
@@ -131,12 +132,17 @@ IMAGE_SPECS: tuple[ImageSpec, ...] = (
 )
 
 
-def build_command_for(tag: str) -> str:
-    """The command that builds the image ``tag`` (the plain build for unknown tags)."""
+def missing_image_advice(tag: str) -> str:
+    """What to do about the missing image ``tag``: the command that builds one of sandcrew's,
+    else where an image of someone else's comes from."""
     for spec in IMAGE_SPECS:
-        if spec.tag == tag and not spec.default:
-            return f"{BUILD_COMMAND} {spec.name}"
-    return BUILD_COMMAND
+        if spec.tag == tag:
+            named = "" if spec.default else f" {spec.name}"
+            return f"build it with `{BUILD_COMMAND}{named}`"
+    return (
+        f"sandcrew does not build it: pull it (`docker pull {tag}`) or build it yourself, "
+        f"or use one of sandcrew's images (`{LIST_COMMAND}` shows them)"
+    )
 
 
 @dataclass(frozen=True)
@@ -221,13 +227,16 @@ def build_images(
     tag: str | None = None,
     install_deps: bool = False,
     on_progress: Progress = lambda line: None,
+    on_step: Progress = lambda line: None,
 ) -> list[str]:
     """Build the sandbox images (the default ones, or those in ``names``); return their tags.
 
     ``tag`` builds the one image in ``names`` under that tag instead of its own (a variant
     to try out or to push elsewhere; an image it builds on keeps its own tag).
     ``install_deps`` installs debootstrap with apt-get when the offline base needs it and
-    it is missing (as root only).
+    it is missing (as root only). ``on_progress`` gets every line of the build;
+    ``on_step`` only what the build decided, one line each: the base each image is built
+    on, and why that one.
     """
     specs = [spec for spec in IMAGE_SPECS if (spec.name in names if names else spec.default)]
     unknown = set(names or ()) - {spec.name for spec in IMAGE_SPECS}
@@ -250,12 +259,16 @@ def build_images(
                     names=(below.name,),
                     install_deps=install_deps,
                     on_progress=on_progress,
+                    on_step=on_step,
                 )
-            base_image = below.tag
+            base_image, why = below.tag, f"the {below.name} image"
         else:
-            base_image = _choose_base(
+            base_image, why = _choose_base(
                 client, spec, base, rebuild_base, on_progress, install_deps=install_deps
             )
+        step = f"base of {spec.tag}: {base_image} ({why})"
+        on_step(step)
+        on_progress(step)
         _build_dockerfile(client, spec, base_image, on_progress)
         built.append(spec.tag)
     return built
@@ -269,20 +282,22 @@ def _choose_base(
     on_progress: Progress,
     *,
     install_deps: bool = False,
-) -> str:
+) -> tuple[str, str]:
+    """The base image of ``spec`` and, in a few words, why that one."""
     if base is not BaseSource.DEBOOTSTRAP:
         if _image_exists(client, spec.public_base):
-            return spec.public_base
+            return spec.public_base, "the public image, already on this engine"
         on_progress(f"pulling {spec.public_base}")
         pull_error = _try_pull(client, spec.public_base)
         if pull_error is None:
-            return spec.public_base
+            return spec.public_base, "the public image, pulled"
         if base is BaseSource.PUBLIC:
             raise ImageBuildError(
                 f"cannot pull {spec.public_base}: {pull_error}. Without a registry, use "
                 f"`{BUILD_COMMAND} --base debootstrap`."
             )
         on_progress(f"no registry reachable ({pull_error}); building the base with debootstrap")
+    chosen = "--base debootstrap" if base is BaseSource.DEBOOTSTRAP else "no registry reachable"
     if rebuild_base or not _image_exists(client, spec.offline_base):
         make_debian_base(
             client,
@@ -291,7 +306,8 @@ def _choose_base(
             install_deps=install_deps,
             on_progress=on_progress,
         )
-    return spec.offline_base
+        return spec.offline_base, f"a Debian root filesystem made now with debootstrap; {chosen}"
+    return spec.offline_base, f"the Debian root filesystem debootstrap made before; {chosen}"
 
 
 def _image_exists(client: docker.DockerClient, tag: str) -> bool:

@@ -457,7 +457,7 @@ class DockerSession:
             name = normal[len(root) + 1 :]
         if name in ("", "."):
             return "."
-        return checked_path(name, what="file path")
+        return checked_path(name, what="file name")
 
     async def put_file(self, name: str, data: bytes | Path) -> None:
         """Write a file into the work dir (a host folder: every file in it, under ``name``).

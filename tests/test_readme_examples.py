@@ -10,16 +10,20 @@ from __future__ import annotations
 import ast
 import os
 import re
+import select
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
 import typer.main
+from typer._click.exceptions import UsageError
+from typer.core import TyperCommand, TyperGroup
 
 from sandcrew.cli import app
+from sandcrew.cli._errors import _usage_error
 from sandcrew.testing import ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, happy_path_turns
 
@@ -90,11 +94,15 @@ def test_every_python_example_compiles(code: str) -> None:
     compile(code, "<example>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
-def sandcrew_command_lines() -> list[tuple[str, list[str]]]:
-    """Every `sandcrew ...` command of every bash block, as the shell would split it."""
+def sandcrew_command_lines() -> list[tuple[str, list[str], str | None]]:
+    """Every `sandcrew ...` command of every bash block, as the shell would split it, and the
+    error line the page says it ends with when the next line is a ``# error: ...`` comment."""
     found = []
     for where, script in blocks("bash"):
-        for line in script.replace("\\\n", " ").splitlines():
+        lines = script.replace("\\\n", " ").splitlines()
+        for number, line in enumerate(lines):
+            said = lines[number + 1] if number + 1 < len(lines) else ""
+            documented = said.removeprefix("# ") if said.startswith("# error: ") else None
             if "<<" in line and "<<<" not in line:
                 line = line[: line.index("<<")]  # a here-document's body is not a command
             for command in re.split(r"&&|\|\||;|\|", line):
@@ -105,7 +113,7 @@ def sandcrew_command_lines() -> list[tuple[str, list[str]]]:
                     arguments = words[1:]
                     if "<<<" in arguments:
                         arguments = arguments[: arguments.index("<<<")]
-                    found.append((where, arguments))
+                    found.append((where, arguments, documented))
     return found
 
 
@@ -113,24 +121,73 @@ COMMAND_LINES = sandcrew_command_lines()
 
 
 @pytest.mark.parametrize(
-    "arguments",
-    [arguments for _, arguments in COMMAND_LINES],
-    ids=[f"{where} sandcrew {' '.join(arguments)}"[:90] for where, arguments in COMMAND_LINES],
+    ("arguments", "documented_error"),
+    [(arguments, documented) for _, arguments, documented in COMMAND_LINES],
+    ids=[f"{where} sandcrew {' '.join(arguments)}"[:90] for where, arguments, _ in COMMAND_LINES],
 )
-def test_every_command_line_parses(arguments: list[str]) -> None:
-    group: click.Command = typer.main.get_command(app)
-    context = group.make_context("sandcrew", list(arguments), resilient_parsing=False)
-    while isinstance(group, click.Group) and context.protected_args:
-        name, *rest = [*context.protected_args, *context.args]
-        command = group.get_command(context, name)
-        assert command is not None, f"no command {name!r}"
-        group, context = command, command.make_context(name, rest, parent=context)
-    assert context.params is not None
+def test_every_command_line_parses(arguments: list[str], documented_error: str | None) -> None:
+    refused = _refusal(arguments)
+    # A page may show a refused command line: then with the error it really ends with (an
+    # error of the settings comes after the parse, when the command runs).
+    if refused is not None:
+        assert f"error: {_usage_error(refused)}" == documented_error
+
+
+def _refusal(arguments: list[str]) -> UsageError | None:
+    """Parse ``arguments`` down to the command that runs (typer's groups carry their own copy
+    of click's classes); the usage error, if the command line is refused."""
+    group: TyperCommand = typer.main.get_command(app)
+    try:
+        context = group.make_context("sandcrew", list(arguments), resilient_parsing=False)
+        while isinstance(group, TyperGroup):
+            name, *rest = [*context._protected_args, *context.args]
+            command = group.get_command(context, name)
+            assert command is not None, f"no command {name!r}"
+            group, context = command, command.make_context(name, rest, parent=context)
+    except UsageError as error:
+        return error
+    return None
 
 
 def test_the_pages_have_examples_to_check() -> None:
     assert len(PYTHON_EXAMPLES) >= 8
     assert len(COMMAND_LINES) >= 15
+
+
+@pytest.mark.docker
+def test_solve_against_the_scripted_server_runs_as_the_docs_say() -> None:
+    serve, solve = block_after(
+        REPOSITORY / "docs" / "models.md", "**`sandcrew solve` against it**", "bash"
+    ).splitlines()
+    # The documented port may be taken here: the server picks one and names it.
+    command = shlex.split(serve, comments=True)
+    assert command[:3] == ["python", "-m", "sandcrew.testing"]
+    server = subprocess.Popen(
+        [sys.executable, *command[1:-1], "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert server.stdout is not None
+    assert server.stderr is not None
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        said = server.stdout.readline() if ready else ""
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", said)
+        assert url is not None, said
+        completed = subprocess.run(
+            ["bash", "-euc", solve.replace("http://127.0.0.1:8765/v1", url.group(1))],
+            capture_output=True, text=True, timeout=300, check=False,
+            env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+        )  # fmt: skip
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+        answered = server.stderr.read()
+        server.stdout.close()
+        server.stderr.close()
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert f"answer: The 39th Fibonacci number is {FIBONACCI_ANSWER}." in completed.stdout
+    assert answered.startswith("answered "), answered
+    assert "not in the script" not in answered, answered
 
 
 def test_two_agent_chat_example_runs() -> None:
@@ -231,6 +288,31 @@ def test_live_output_examples_run(docker_client: object) -> None:
     streamed, called_back = section_blocks("sessions.md", "Live output")
     assert output_of(streamed) == "step 0\nstep 1\nstep 2\nexit 0\n"
     assert output_of(called_back) == "hello\n0\n"
+
+
+@pytest.mark.docker
+def test_the_mcp_http_client_example_runs_against_the_server() -> None:
+    (client,) = section_blocks("mcp-and-frameworks.md", "MCP server", naming="streamable_http")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    try:
+        ready, _, _ = select.select([server.stderr], [], [], 60)
+        listening = server.stderr.readline() if ready else ""
+        assert listening.startswith("listening on http://127.0.0.1:"), listening
+        # The example's server is this one, on the port it picked; the rest runs as written.
+        completed = run_python(client.replace("http://127.0.0.1:8765/mcp", listening.split()[-1]))
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        server.stderr.close()
+    assert completed.returncode == 0, completed.stderr
+    printed = ["False 42", "True /timeout: 999 is greater than the maximum of 10.0"]
+    assert completed.stdout.splitlines() == printed
+    assert all(f"# {line}" in client for line in printed)  # what the example says it prints
 
 
 @pytest.mark.docker

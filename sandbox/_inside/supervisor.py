@@ -202,7 +202,7 @@ class Supervisor:
             try:
                 self.become_the_program(runner, program, files, header.artifact_count > 0)
             except BaseException as error:
-                say(2, ("sandcrew: cannot start the program: " + str(error) + "\n").encode())
+                say(2, cannot_start(header.language, runner, error))
             os._exit(SUPERVISOR_FAILED_EXIT)
         if self.timed_out:  # the limit passed before the program existed
             os.kill(child, signal.SIGKILL)
@@ -291,6 +291,24 @@ class Supervisor:
         from .reaper import end_every_other_process
 
         end_every_other_process(_LEFTOVERS_SECONDS)
+
+
+def cannot_start(language: str, runner: LanguageRunner, error: BaseException) -> bytes:
+    """The stderr line of a program that could not start: most often an image without the
+    language's interpreter (a JavaScript program given a Python image)."""
+    interpreter = runner.interpreter[0]
+    missing = getattr(error, "filename", None)
+    if (
+        isinstance(error, FileNotFoundError)
+        and isinstance(missing, str | bytes)
+        and os.path.basename(os.fsdecode(missing)) == interpreter
+    ):
+        return (
+            f"sandcrew: cannot start the program: this image has no {language} interpreter "
+            f"({interpreter} is not installed in it); run {language} programs in an image "
+            "that has one\n"
+        ).encode()
+    return ("sandcrew: cannot start the program: " + str(error) + "\n").encode()
 
 
 def main(arguments: list[str]) -> None:

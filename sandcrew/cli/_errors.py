@@ -21,6 +21,11 @@ ERROR_FORMAT = 1
 """Version of the ``--json`` error object."""
 
 
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) stopped the command once it had cleaned up; the message says what
+    was stopped and what was cleaned up, for the one line the command ends with."""
+
+
 def run_with_clean_errors(app: typer.Typer, args: Sequence[str] | None = None) -> int:
     """Run the typer app and return the exit code of the table; errors are one line."""
     arguments = list(sys.argv[1:] if args is None else args)
@@ -39,7 +44,7 @@ def run_with_clean_errors(app: typer.Typer, args: Sequence[str] | None = None) -
         return _flushed(done.exit_code, command, as_json)
     except typer.Abort:
         return ExitCode.INTERRUPTED
-    except KeyboardInterrupt as error:
+    except (KeyboardInterrupt, Interrupted) as error:
         return report_error(error, command=command, as_json=as_json)
     except typer.TyperException as error:
         if type(error).__name__ == "NoArgsIsHelpError":
@@ -64,7 +69,10 @@ def _flushed(code: int, command: str | None, as_json: bool) -> int:
 
 def report_error(error: BaseException, *, command: str | None, as_json: bool) -> int:
     """Write ``error`` as one line on stderr; return its exit code."""
-    code = exit_code_for_error(error, command)
+    if isinstance(error, Interrupted):
+        code = ExitCode.INTERRUPTED
+    else:
+        code = exit_code_for_error(error, command)
     if isinstance(error, KeyboardInterrupt):
         message = "interrupted"
     else:
@@ -77,6 +85,8 @@ def report_error(error: BaseException, *, command: str | None, as_json: bool) ->
                 "exit_code": int(code),
             }
         )
+    elif isinstance(error, Interrupted):
+        line = f"Interrupted: {message}."
     else:
         # A message may quote a model's or a program's text: shown, never obeyed.
         line = f"error: {visible_controls(message)}"
@@ -88,7 +98,7 @@ def report_error(error: BaseException, *, command: str | None, as_json: bool) ->
 
 
 def error_kind(error: BaseException) -> str:
-    if isinstance(error, KeyboardInterrupt):
+    if isinstance(error, KeyboardInterrupt | Interrupted):
         return "interrupted"
     if isinstance(error, UserError):
         return "usage"

@@ -14,7 +14,7 @@ import openai
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
 from sandcrew.errors import ConfigurationError, ErrorCode, InfrastructureError
-from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig, connect_docker
+from sandcrew.sandbox import ImageNotFoundError, SandboxConfig, connect_docker
 
 _LISTED_MODELS_SHOWN = 5
 
@@ -42,9 +42,8 @@ def check_sandbox_image(config: SandboxConfig, language: str) -> None:
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
-        ours = tag in DEFAULT_IMAGES.values()
-        hint = "build it with: sandcrew images build" if ours else "pull or build it first"
-        raise ConfigurationError(f"the sandbox image {tag} is missing; {hint}") from None
+        # A setting to fix before anything runs (exit 2), said as a run would say it.
+        raise ConfigurationError(str(ImageNotFoundError(tag))) from None
     except docker.errors.APIError as error:
         raise InfrastructureError(
             f"Docker could not look up the image {tag}: {error.explanation or error}",

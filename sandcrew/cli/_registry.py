@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.main
+from typer._click.exceptions import BadParameter, UsageError
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
@@ -91,10 +92,42 @@ def _not_given_is_false(help_option: TyperOption | None) -> TyperOption | None:
 
 
 class _Command(TyperCommand):
-    """A command whose ``--help`` costs nothing until it is given."""
+    """A command whose ``--help`` costs nothing until it is given, and whose options that
+    cannot be read are all named in one error (click stops at the first)."""
 
     def get_help_option(self, ctx: Context) -> TyperOption | None:
         return _not_given_is_false(super().get_help_option(ctx))
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        given = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except BadParameter as first:
+            raise _every_bad_parameter(self, ctx, given, first) from None
+
+
+def _every_bad_parameter(
+    command: TyperCommand, ctx: Context, args: list[str], first: BadParameter
+) -> UsageError:
+    """``first`` and the problem of every other parameter that cannot be read from ``args``."""
+    try:
+        values, _, _ = command.make_parser(ctx).parse_args(args=list(args))
+    except UsageError:
+        return first
+    problems = [first.format_message().rstrip(".")]
+    for parameter in command.get_params(ctx):
+        if parameter is first.param or parameter.is_eager:
+            continue
+        scratch = type(ctx)(command, parent=ctx.parent, info_name=ctx.info_name)
+        try:
+            parameter.handle_parse_result(scratch, values, [])
+        except BadParameter as other:
+            problems.append(other.format_message().rstrip("."))
+        except UsageError:
+            continue
+    if len(problems) == 1:
+        return first
+    return UsageError("; ".join(problems), ctx)
 
 
 def load_command(entry: CommandEntry) -> Command:
@@ -105,7 +138,19 @@ def load_command(entry: CommandEntry) -> Command:
         holder.add_typer(target, name=entry.name)
     else:
         holder.command(entry.name, cls=_Command)(target)
-    return typer.main.get_group(holder).commands[entry.name]
+    command = typer.main.get_group(holder).commands[entry.name]
+    _as_ours(command)
+    return command
+
+
+def _as_ours(command: Command) -> None:
+    """The subcommands of a group (``suite run``, ``images build``) are typer's own class:
+    they become :class:`_Command` too, whose instances have the same fields."""
+    if isinstance(command, TyperGroup):
+        for subcommand in command.commands.values():
+            _as_ours(subcommand)
+    elif type(command) is TyperCommand:
+        command.__class__ = _Command
 
 
 class _CommandsOnDemand(MutableMapping[str, "Command"]):

@@ -19,8 +19,10 @@ from sandcrew.cli import _options as options, _output
 from sandcrew.crew import CrewSettings
 from sandcrew.errors import SandcrewError
 from sandcrew.sandbox import (
+    DEFAULT_IMAGES,
     DockerSandbox,
     EgressPolicy,
+    ImageNotFoundError,
     SandboxConfig,
     SandboxError,
     connect_docker,
@@ -168,7 +170,8 @@ def doctor(
             + ("" if "runsc" in runtimes else "; gVisor runsc not installed"),
         )
     )
-    for image in list_images(client):
+    images = list_images(client)
+    for image in images:
         if image.present:
             checks.append(Check(f"image {image.name}", True, image.tag))
         elif image.optional:
@@ -177,8 +180,18 @@ def doctor(
         else:
             detail = f"{image.tag} missing: {image.build_command}"
             checks.append(Check(f"image {image.name}", False, detail))
-    if self_test and all(check.ok for check in checks):
-        checks.extend(_self_test())
+    # The self-test runs where Python runs: the configured image (sandcrew's by default).
+    test_image = settings.sandbox.images["python"]
+    present = {image.tag for image in images if image.present}
+    if test_image not in present and not _image_exists(client, test_image):
+        missing = ImageNotFoundError(test_image)
+        if test_image not in DEFAULT_IMAGES.values():
+            checks.append(Check("image for python (configured)", False, str(missing)))
+        if self_test:
+            detail = f"not run: it runs in {test_image}, which is missing"
+            checks.append(Check("security self-test", True, detail, warning=True))
+    elif self_test:
+        checks.extend(_self_test(test_image))
     _show(console, checks, as_json=as_json)
     if not all(check.ok for check in checks):
         raise typer.Exit(1)
@@ -232,6 +245,18 @@ def _model_endpoint(settings: CrewSettings) -> Check:
     where = endpoint.base_url or "https://api.openai.com/v1"
     try:
         where, models = asyncio.run(served_models())
+    except openai.AuthenticationError as error:
+        why = f"rejected the API key (HTTP {error.status_code}); check OPENAI_API_KEY"
+        return Check("model endpoint", False, f"{where} {why}")
+    except openai.APIConnectionError as error:
+        cause = error.__cause__ or error
+        return Check(
+            "model endpoint",
+            False,
+            f"{where} could not be reached ({type(cause).__name__}: {cause}); check that the "
+            "server is running and the base URL is right (--base-url or OPENAI_BASE_URL; it "
+            "usually ends in /v1)",
+        )
     except openai.OpenAIError as error:
         return Check("model endpoint", False, f"{where}: {type(error).__name__}: {error}")
     shown = ", ".join(models[:5]) + (" …" if len(models) > 5 else "")
@@ -365,8 +390,19 @@ def chat_form_check(settings: CrewSettings) -> Check:
     )
 
 
-def _self_test() -> list[Check]:
-    config = SandboxConfig(timeout=20)
+def _image_exists(client: Any, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def _self_test(image: str) -> list[Check]:
+    # The product's protections (not the settings' relaxations), in the image runs use.
+    config = SandboxConfig(timeout=20, images={"python": image})
     profile = Check("seccomp profile", True, describe_seccomp_profile(config.seccomp_profile))
     shared, how = describe_uid_leases()
     leases = Check("run uid leases", True, how, warning=not shared)

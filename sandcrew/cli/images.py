@@ -7,6 +7,7 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from sandcrew.cli import _options as options, _output
@@ -66,9 +67,14 @@ def build(
     with console.status("building sandbox images…") as status:
 
         def show(line: str) -> None:
-            status.update(f"[bold]building:[/] {line[:100]}")
+            status.update(f"[bold]building:[/] {escape(line[:100])}")
             # In a log (no live status line) the Dockerfile steps say how far the build is.
             if verbose or (not on_terminal and _STEP.match(line)):
+                console.print(line, highlight=False, markup=False)
+
+        def decided(line: str) -> None:
+            # Which base each image is built on, and why: said on a terminal and in a log.
+            if not verbose:
                 console.print(line, highlight=False, markup=False)
 
         tags = build_images(
@@ -79,6 +85,7 @@ def build(
             tag=tag,
             install_deps=install_deps,
             on_progress=show,
+            on_step=decided,
         )
     for tag in tags:
         console.print(f"[green]built[/] {tag}")

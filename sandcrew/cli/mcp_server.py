@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Annotated
 
 import typer
 
+from sandcrew import mcp_defaults as defaults
 from sandcrew.cli import _options as options
+from sandcrew.cli._errors import Interrupted
 from sandcrew.errors import ConfigurationError
 
 
@@ -46,7 +49,7 @@ def mcp(
         typer.Option(
             min=0,
             help="Sessions one client may hold open at once (0: no session tools).",
-            show_default="the server's",
+            show_default=f"{defaults.MAX_SESSIONS}",
         ),
     ] = None,
     session_idle_timeout: Annotated[
@@ -54,7 +57,7 @@ def mcp(
         typer.Option(
             min=1,
             help="Close a session after this many seconds without a call.",
-            show_default="the server's",
+            show_default=f"{defaults.SESSION_IDLE_TIMEOUT:g}",
         ),
     ] = None,
     session_lifetime: Annotated[
@@ -62,19 +65,18 @@ def mcp(
         typer.Option(
             min=1,
             help="Close a session this many seconds after it started.",
-            show_default="the server's",
+            show_default=f"{defaults.SESSION_LIFETIME:g}",
         ),
     ] = None,
     client_idle_timeout: Annotated[
-        float | None,
+        float,
         typer.Option(
             min=1,
             help="Over HTTP: end a client's MCP session, and close its sessions, after this "
             "many seconds with no request in flight and no open event stream (a client "
             "killed without closing).",
-            show_default="60",
         ),
-    ] = None,
+    ] = defaults.CLIENT_IDLE_TIMEOUT,
     auth_token: Annotated[
         str | None,
         typer.Option(
@@ -89,7 +91,7 @@ def mcp(
         typer.Option(
             min=1,
             help="Tool calls one client may have running or waiting at once.",
-            show_default="the server's",
+            show_default=f"{defaults.MAX_PENDING_PER_CLIENT}",
         ),
     ] = None,
     max_queued: Annotated[
@@ -97,7 +99,7 @@ def mcp(
         typer.Option(
             min=1,
             help="Tool calls all clients together may have running or waiting at once.",
-            show_default="the server's",
+            show_default=f"{defaults.MAX_PENDING}",
         ),
     ] = None,
     model: options.Model = None,
@@ -131,19 +133,29 @@ def mcp(
         check_auth_token(auth_token, host=host)
     given = {"per_client": max_queued_per_client, "total": max_queued}
     queue_bounds = {name: value for name, value in given.items() if value is not None}
-    asyncio.run(
-        serve(
-            settings,
-            allow_network=allow_network,
-            transport="stdio" if transport == "stdio" else "streamable-http",
-            host=host,
-            port=port,
-            with_solve=with_solve,
-            max_sessions=max_sessions,
-            session_idle_timeout=session_idle_timeout,
-            session_lifetime=session_lifetime,
-            auth_token=auth_token,
-            **({} if client_idle_timeout is None else {"client_idle_timeout": client_idle_timeout}),
-            queue=QueueLimits(**queue_bounds),
-        )
+    serving = serve(
+        settings,
+        allow_network=allow_network,
+        transport="stdio" if transport == "stdio" else "streamable-http",
+        host=host,
+        port=port,
+        with_solve=with_solve,
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_timeout,
+        session_lifetime=session_lifetime,
+        auth_token=auth_token,
+        client_idle_timeout=client_idle_timeout,
+        queue=QueueLimits(**queue_bounds),
+        on_listening=_say_listening,
     )
+    try:
+        asyncio.run(serving)
+    except KeyboardInterrupt:
+        # serve() cancelled the runs in flight and closed the sessions before this.
+        raise Interrupted(
+            "the server stopped; its calls in flight were cancelled and their containers removed"
+        ) from None
+
+
+def _say_listening(url: str) -> None:
+    print(f"listening on {url}", file=sys.stderr, flush=True)

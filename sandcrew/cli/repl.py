@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -154,7 +155,8 @@ def _loop(runner: asyncio.Runner, session: Session, images: Path, *, interactive
         if not code.strip():
             continue
         try:
-            result = runner.run(_run_cell(session, code))
+            with _typed_ahead_not_echoed(interactive):
+                result = runner.run(_run_cell(session, code))
         except SessionClosedError as closed:
             _status(str(closed), style="red")
             return 1
@@ -273,7 +275,9 @@ def _show(result: CellResult, count: int, images: Path, tag: str) -> None:
     out.end()
     if result.error is not None:
         error = UntrustedWriter(sys.stderr)
-        error.write(result.error.traceback or f"{result.error.name}: {result.error.value}")
+        shown = result.error.traceback or f"{result.error.name}: {result.error.value}"
+        # The REPL's display of the error: its own line, piped too, before any note of ours.
+        error.write(shown if shown.endswith("\n") else shown + "\n")
         error.end()
     if result.timed_out:
         _status(f"[the cell reached its limit of {result.duration:.0f}s]", style="yellow")
@@ -283,6 +287,31 @@ def _show(result: CellResult, count: int, images: Path, tag: str) -> None:
             "variables are gone, files kept]",
             style="yellow",
         )
+
+
+@contextlib.contextmanager
+def _typed_ahead_not_echoed(interactive: bool) -> Iterator[None]:
+    """While a cell runs, the terminal does not echo what is typed: the prompt's line editor
+    shows it once the cell is done (echoed now too, it showed twice). Ctrl-C still works."""
+    if not interactive:
+        yield
+        return
+    import termios
+
+    descriptor = sys.stdin.fileno()
+    try:
+        before = termios.tcgetattr(descriptor)
+    except termios.error:
+        yield
+        return
+    quiet = [*before]
+    quiet[3] &= ~termios.ECHO
+    termios.tcsetattr(descriptor, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(descriptor, termios.TCSANOW, before)
 
 
 def _save_images(output: DisplayOutput, folder: Path, stem: str) -> list[Path]:

@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from sandcrew.cli import _options as options, _output
+from sandcrew.cli._errors import Interrupted
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes, visible_controls
@@ -96,17 +97,20 @@ def run(
     files = files_from_paths(file or [])
     check_out_folder(out)
     sandbox = DockerSandbox(settings.sandbox)
-    if as_json:
-        result = sandbox.run_sync(code, chosen_language, files=files)
-    else:
-        # The program's output is untrusted: on a terminal its control sequences are
-        # shown, not run.
-        writers = {"stdout": UntrustedWriter(sys.stdout), "stderr": UntrustedWriter(sys.stderr)}
+    # The program's output is untrusted: on a terminal its control sequences are shown, not run.
+    writers = {"stdout": UntrustedWriter(sys.stdout), "stderr": UntrustedWriter(sys.stderr)}
 
-        def show(chunk: OutputEvent) -> None:
-            writers[chunk.stream].write(chunk.text)
+    def show(chunk: OutputEvent) -> None:
+        writers[chunk.stream].write(chunk.text)
 
-        result = sandbox.run_sync(code, chosen_language, files=files, on_output=show)
+    try:
+        result = sandbox.run_sync(
+            code, chosen_language, files=files, on_output=None if as_json else show
+        )
+    except KeyboardInterrupt:
+        # run_sync returns (or raises) once the container is removed.
+        raise Interrupted("the program was stopped and its container removed") from None
+    finally:
         for writer in writers.values():
             writer.end()
     where = None

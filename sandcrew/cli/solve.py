@@ -19,11 +19,13 @@ from rich.text import Text
 
 from sandcrew.agents import Message, render_message
 from sandcrew.cli import _options as options, _output
+from sandcrew.cli._errors import Interrupted
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import check_out_folder, files_from_paths, save_run_files
 from sandcrew.cli._preflight import check_before_solving
 from sandcrew.cli._terminal import visible_controls, write_untrusted
 from sandcrew.cli.run import artifact_lines
+from sandcrew.core import counted
 from sandcrew.crew import CrewResult, CrewSettings, SessionSandbox, solve_task
 from sandcrew.errors import InfrastructureError, UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, load_input_files
@@ -146,7 +148,10 @@ def solve(
             if stream_chat:
                 console.print(_render(message))
 
+        stopped: list[CrewResult] = []
+
         def on_stopped(so_far: CrewResult) -> None:
+            stopped.append(so_far)
             writer.result(so_far)
             if as_json:
                 print_result(so_far)
@@ -165,7 +170,7 @@ def solve(
                 )
             )
         except KeyboardInterrupt:
-            raise typer.Exit(ExitCode.INTERRUPTED) from None
+            raise Interrupted(_what_was_stopped(stopped, transcript)) from None
         where = None
         if out is not None:
             # Runs save in order: a later run's file replaces an earlier one of that name.
@@ -207,6 +212,23 @@ async def _solve(
         return await solve_task(task, settings, sandbox=chat_sandbox, **options)
     finally:
         await chat_sandbox.aclose()
+
+
+def _what_was_stopped(stopped: list[CrewResult], transcript: Path | None) -> str:
+    """The chat so far, in the line a Ctrl-C ends ``solve`` with (its containers are gone by
+    then: the sandbox is closed before the interrupt reaches this)."""
+    said = "the chat was stopped"
+    if stopped:
+        so_far = stopped[-1]
+        tokens = f"{so_far.total_tokens:,} tokens" + (
+            " (estimated)" if so_far.tokens_estimated else ""
+        )
+        runs = counted(len(so_far.runs), "run")
+        said += f" after {counted(so_far.rounds, 'round')}, {runs} and {tokens}"
+    said += "; no container of it is left"
+    if transcript is not None:
+        said += f"; {transcript} holds the chat so far"
+    return said
 
 
 def print_result(result: CrewResult) -> None:

@@ -9,6 +9,7 @@ configuration errors, 3 Docker or the model endpoint unreachable, 130 interrupte
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,6 @@ from rich.progress import (
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Table
 
@@ -39,12 +39,14 @@ from sandcrew.cli.suite_evaluate import (
     IsolationOption,
     make_executor,
 )
+from sandcrew.core import ConfigurationError, counted
 from sandcrew.suites import Isolation, SolverName
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig
     from sandcrew.suites import (
         BaselineComparison,
+        Confirmations,
         Executor,
         Solver,
         Suite,
@@ -163,6 +165,13 @@ def run(
             "--allow-host and --secret-header need --isolation task: a batch container "
             "runs many tasks, which one network policy could not tell apart"
         )
+    if solver is SolverName.CREW and not settings.endpoint.configured:
+        # The default solver needs a model; the harness and the sandbox can be tried without.
+        raise ConfigurationError(
+            f"--solver crew (the default) needs a model: {settings.endpoint.not_configured()}; "
+            f"or check the suite without one: `sandcrew suite run {shlex.quote(suite)} "
+            "--solver canonical` runs each task's own solution"
+        )
     chosen_solver = make_solver(solver, completions=completions, crew_settings=lambda: settings)
     loaded = load_suite(suite)
     if isinstance(chosen_solver, CompletionsSolver):
@@ -218,7 +227,7 @@ def run(
         from sandcrew.suites import write_html_report
 
         write_html_report(final, html, comparison)
-    _print_results(console, final)
+    _print_results(console, final, report_file=report)
     if comparison is not None:
         _print_comparison(console, comparison, baseline)
     raise typer.Exit(_exit_code(final, comparison, interrupted, allow_failures))
@@ -312,23 +321,29 @@ def _run_with_progress(
         MofNCompleteColumn(),
         TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} not passed"),
         TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
         console=err,
         disable=not _output.is_terminal(sys.stderr),
     )
-    bar = progress.add_task(suite.name, total=len(suite.tasks), passed=0, failed=0)
-    counts = {"passed": 0, "failed": 0}
-    started = time.monotonic()
+    pace = _Pace(len(suite.tasks))
+    bar = progress.add_task(suite.name, total=len(suite.tasks), passed=0, failed=0, eta="-")
 
     def advance(result: TaskResult) -> None:
-        counts["passed" if result.passed else "failed"] += 1
-        progress.update(bar, advance=1, passed=counts["passed"], failed=counts["failed"])
+        pace.finished(result)
+        eta = _clock(pace.remaining())
+        progress.update(bar, advance=1, passed=pace.passed, failed=pace.failed, eta=eta)
         if progress.disable:
-            err.print(
-                _progress_line(result, counts, len(suite.tasks), time.monotonic() - started),
-                markup=False,
-            )
+            err.print(_progress_line(result, pace), markup=False)
+
+    def confirming(confirmations: Confirmations) -> None:
+        pace.confirming = confirmations
+        what = (
+            f"confirming {counted(confirmations.count, 'timeout')} alone, one at a time "
+            f"(at most {_clock(confirmations.seconds)})"
+        )
+        progress.update(bar, description=what, eta=_clock(pace.remaining()))
+        if progress.disable:
+            err.print(f"[{pace.done}/{pace.total}] {what}", markup=False, highlight=False)
 
     async def main() -> SuiteReport:
         return await run_suite(
@@ -341,6 +356,7 @@ def _run_with_progress(
             recorder=recorder,
             # A crew's second try is another solve, not the same program timed again.
             confirm_timeouts=solver.name != SolverName.CREW.value,
+            on_confirming=confirming,
         )
 
     with progress:
@@ -352,14 +368,47 @@ def _run_with_progress(
     return recorder.report(interrupted=True), True
 
 
-def _progress_line(result: TaskResult, counts: dict[str, int], total: int, elapsed: float) -> str:
+class _Pace:
+    """Where a run is and when it will be done; timeouts confirmed last count at their limits."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.passed = 0
+        self.failed = 0
+        self.confirming: Confirmations | None = None
+        self._confirmed = 0
+        self._started = time.monotonic()
+
+    @property
+    def done(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def finished(self, result: TaskResult) -> None:
+        if result.passed:
+            self.passed += 1
+        else:
+            self.failed += 1
+        if self.confirming is not None:
+            self._confirmed += 1
+
+    def remaining(self) -> float:
+        """Seconds still to go: the confirmations' limits once they run, else the pace so far."""
+        if self.confirming is not None:
+            left = self.confirming.count - self._confirmed
+            return self.confirming.seconds * left / self.confirming.count
+        return self.elapsed / self.done * (self.total - self.done) if self.done else 0.0
+
+
+def _progress_line(result: TaskResult, pace: _Pace) -> str:
     """One plain line per finished task, for logs: where we are and when we will be done."""
-    done = counts["passed"] + counts["failed"]
-    remaining = elapsed / done * (total - done)
     return (
-        f"[{done}/{total}] {result.task_id} {result.status.value} · "
-        f"{counts['passed']} passed, {counts['failed']} not passed · "
-        f"elapsed {_clock(elapsed)} · ETA {_clock(remaining)}"
+        f"[{pace.done}/{pace.total}] {result.task_id} {result.status.value} · "
+        f"{pace.passed} passed, {pace.failed} not passed · "
+        f"elapsed {_clock(pace.elapsed)} · ETA {_clock(pace.remaining())}"
     )
 
 
@@ -369,7 +418,7 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
-def _print_results(console: Console, report: SuiteReport) -> None:
+def _print_results(console: Console, report: SuiteReport, *, report_file: Path | None) -> None:
     shown = list(report.results)
     hidden = 0
     if len(shown) > FULL_TABLE_LIMIT:
@@ -402,14 +451,19 @@ def _print_results(console: Console, report: SuiteReport) -> None:
             table.add_row(*row)
         console.print(table)
     if hidden:
+        every_task = (
+            f"{escape(str(report_file))} has every task"
+            if report_file is not None
+            else "--report FILE writes every task"
+        )
         console.print(
-            f"{_count(hidden, 'passing task')} not listed (the --report file has every task)."
+            f"{counted(hidden, 'passing task')} not listed ({every_task}).", soft_wrap=True
         )
     counts = report.counts
     summary = (
-        f"{_count(counts.total, 'task')}: [green]{counts.passed} passed[/], "
-        f"[red]{counts.failed} failed[/], [magenta]{_count(counts.errors, 'error')}[/], "
-        f"[yellow]{_count(counts.timeouts, 'timeout')}[/]"
+        f"{counted(counts.total, 'task')}: [green]{counts.passed} passed[/], "
+        f"[red]{counts.failed} failed[/], [magenta]{counted(counts.errors, 'error')}[/], "
+        f"[yellow]{counted(counts.timeouts, 'timeout')}[/]"
     )
     if counts.not_run:
         summary += f", {counts.not_run} not run"
@@ -417,7 +471,7 @@ def _print_results(console: Console, report: SuiteReport) -> None:
     rerun = sum(1 for result in report.results if result.retries)
     if rerun:
         console.print(
-            f"{_count(rerun, 'task')} ran more than once (a timeout run again alone, or a lost "
+            f"{counted(rerun, 'task')} ran more than once (a timeout run again alone, or a lost "
             "worker); the --report file says why for each."
         )
 
@@ -426,7 +480,7 @@ def _print_comparison(
     console: Console, comparison: BaselineComparison, baseline: Path | None
 ) -> None:
     if comparison.regressions:
-        regressions = _count(len(comparison.regressions), "regression")
+        regressions = counted(len(comparison.regressions), "regression")
         console.print(f"[bold red]{regressions}[/] since {baseline}:")
         for change in comparison.regressions:
             detail = _last_lines(change.detail, lines=1)
@@ -437,16 +491,16 @@ def _print_comparison(
     else:
         console.print(f"[green]No regressions[/] since {baseline}.")
     if comparison.fixes:
-        console.print(f"[bold green]{_count(len(comparison.fixes), 'fix', 'fixes')}[/]:")
+        console.print(f"[bold green]{counted(len(comparison.fixes), 'fix', 'fixes')}[/]:")
         for change in comparison.fixes:
             console.print(f"  [green]{_cell(change.task_id)}[/]: {change.before} → {change.after}")
     if comparison.still_failing:
         still = len(comparison.still_failing)
-        console.print(f"{_count(still, 'task')} still {'does' if still == 1 else 'do'} not pass.")
+        console.print(f"{counted(still, 'task')} still {'does' if still == 1 else 'do'} not pass.")
     if comparison.new_tasks:
         new = len(comparison.new_tasks)
         console.print(
-            f"{_count(new, 'task')} {'is' if new == 1 else 'are'} new (not in the baseline)."
+            f"{counted(new, 'task')} {'is' if new == 1 else 'are'} new (not in the baseline)."
         )
 
 
@@ -463,11 +517,6 @@ def _exit_code(
     if report.all_passed or allow_failures:
         return 0
     return FAILURE_EXIT
-
-
-def _count(number: int, noun: str, plural: str | None = None) -> str:
-    """``1 task``, ``2 tasks``: the noun agrees with the number."""
-    return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
 def _cell(text: str) -> str:

@@ -25,12 +25,13 @@ from rich.markup import escape
 from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._preflight import check_sandbox_image
+from sandcrew.core import counted
 from sandcrew.suites import Isolation
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from sandcrew.suites import Evaluation, Executor, SampleResult
+    from sandcrew.suites import Confirmations, Evaluation, Executor, SampleResult
 
 
 class ExecutorName(enum.StrEnum):
@@ -173,6 +174,7 @@ def evaluate(
                     sandbox_config=settings.sandbox,
                     on_start=progress.start,
                     on_result=progress.advance,
+                    on_confirming=progress.confirming,
                 )
             )
     except KeyboardInterrupt:
@@ -183,7 +185,11 @@ def evaluate(
 
 
 class _ProgressReporter:
-    """A live bar with ETA on a terminal; otherwise a plain line now and then."""
+    """A live bar with ETA on a terminal; otherwise a plain line now and then.
+
+    Timeouts are confirmed last, one at a time: the reporter says so when they start, and
+    their time limits are the ETA from then on (a bar's own estimate would say seconds).
+    """
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -195,6 +201,8 @@ class _ProgressReporter:
         self._next_tenth = 1
         self._progress: Progress | None = None
         self._bar: TaskID | None = None
+        self._confirming: Confirmations | None = None
+        self._confirmed = 0
 
     def __enter__(self) -> _ProgressReporter:
         return self
@@ -215,27 +223,42 @@ class _ProgressReporter:
             Progress,
             TextColumn,
             TimeElapsedColumn,
-            TimeRemainingColumn,
         )
 
         self._progress = Progress(
-            TextColumn("[bold]samples"),
+            TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("[green]{task.fields[passed]} passed"),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
             console=self.console,
         )
-        self._bar = self._progress.add_task("samples", total=total, passed=0)
+        self._bar = self._progress.add_task("samples", total=total, passed=0, eta="-")
         self._progress.start()
+
+    def confirming(self, confirmations: Confirmations) -> None:
+        """The samples that timed out are about to run again, alone, one at a time."""
+        self._confirming = confirmations
+        what = (
+            f"confirming {counted(confirmations.count, 'timeout')} alone, one at a time "
+            f"(at most {confirmations.seconds:.0f}s)"
+        )
+        if self._progress is not None and self._bar is not None:
+            self._progress.update(self._bar, description=what, eta=self._eta())
+            return
+        self._last_line = time.monotonic()
+        self.console.print(
+            f"evaluate: {self.done}/{self.total} samples checked; {what}", highlight=False
+        )
 
     def advance(self, result: SampleResult) -> None:
         self.done += 1
         self.passed += result.passed
+        if self._confirming is not None:
+            self._confirmed += 1
         if self._progress is not None and self._bar is not None:
-            self._progress.update(self._bar, advance=1, passed=self.passed)
+            self._progress.update(self._bar, advance=1, passed=self.passed, eta=self._eta())
             return
         now = time.monotonic()
         tenth_reached = self.done * 10 >= self._next_tenth * self.total
@@ -245,6 +268,17 @@ class _ProgressReporter:
             self._last_line = now
             self.console.print(self._plain_line(now), highlight=False)
 
+    def _remaining(self) -> float:
+        """Seconds still to go: the confirmations' limits once they run, else the pace so far."""
+        if self._confirming is not None:
+            left = self._confirming.count - self._confirmed
+            return self._confirming.seconds * left / self._confirming.count
+        elapsed = time.monotonic() - self._started
+        return elapsed / self.done * (self.total - self.done) if self.done else 0.0
+
+    def _eta(self) -> str:
+        return f"{self._remaining():.0f}s" if self.done < self.total else "0s"
+
     def _plain_line(self, now: float) -> str:
         elapsed = now - self._started
         line = (
@@ -252,8 +286,10 @@ class _ProgressReporter:
             f"{self.passed} passed, {elapsed:.0f}s elapsed"
         )
         if self.done < self.total:
-            remaining = elapsed / self.done * (self.total - self.done)
-            line += f", ETA {remaining:.0f}s"
+            line += f", ETA {self._remaining():.0f}s"
+            if self._confirming is not None:
+                left = self._confirming.count - self._confirmed
+                line += f" ({counted(left, 'timeout')} to confirm alone)"
         return line
 
 

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_PENDING_PER_CLIENT = 8
-MAX_PENDING = 32
+from sandcrew.mcp_defaults import MAX_PENDING, MAX_PENDING_PER_CLIENT
 
 
 class QueueLimits(BaseModel):

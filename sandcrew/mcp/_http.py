@@ -34,12 +34,13 @@ AUTH_TOKEN_VARIABLE = "SANDCREW_MCP_AUTH_TOKEN"
 MIN_TOKEN_CHARS = 16
 
 
-@dataclass
+@dataclass(eq=False)
 class HttpCaller:
     """One HTTP request to the MCP endpoint: whom it counts against, and whether it is gone."""
 
     client: str
     gone: asyncio.Event = field(default_factory=asyncio.Event)
+    why_gone: str = "the client went away"
 
 
 def caller_of(request: object) -> HttpCaller | None:
@@ -90,6 +91,23 @@ class HttpGuard:
         self._app = app
         self._expected = None if token is None else f"Bearer {token}".encode()
         self._max_body_bytes = max_body_bytes
+        self._callers: set[HttpCaller] = set()
+        self._posts: set[HttpCaller] = set()
+        self._no_posts = asyncio.Event()
+
+    def stop_calls(self) -> None:
+        """The server is stopping: every request in flight goes as if its client had gone
+        (its tool call cancelled, its container removed), so that the server can stop."""
+        for caller in self._callers:
+            caller.why_gone = "the server is stopping"
+            caller.gone.set()
+
+    async def posts_answered(self, within: float) -> None:
+        """Until every POST in flight (a tool call) has sent its answer, for ``within`` s at
+        most; the long-lived event streams (GET) are not waited for."""
+        if self._posts:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._no_posts.wait(), within)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -128,6 +146,10 @@ class HttpGuard:
         client = f"session {session.decode('latin-1')}" if session else f"{peer[0]}:{peer[1]}"
         caller = HttpCaller(client)
         scope[CALLER_KEY] = caller
+        self._callers.add(caller)
+        if scope.get("method") == "POST":
+            self._posts.add(caller)
+            self._no_posts.clear()
         watcher: asyncio.Task[None] | None = None
 
         async def receive_and_watch() -> Message:
@@ -143,6 +165,10 @@ class HttpGuard:
         try:
             await self._app(scope, receive_and_watch, send)
         finally:
+            self._callers.discard(caller)
+            self._posts.discard(caller)
+            if not self._posts:
+                self._no_posts.set()
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -18,7 +18,9 @@ import asyncio
 import json
 import logging
 import signal
-from collections.abc import Awaitable
+import socket
+from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import Any, Literal, TypeVar
 
 import mcp_types as types
@@ -41,6 +43,7 @@ from sandcrew.mcp._http import (
 from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
+from sandcrew.mcp_defaults import CLIENT_IDLE_TIMEOUT
 from sandcrew.sandbox import CodeTooLargeError
 
 Transport = Literal["stdio", "streamable-http"]
@@ -50,9 +53,7 @@ _log = logging.getLogger("sandcrew.mcp")
 STDIO_CLIENT = "stdio"
 MAX_CONNECTIONS = 256
 """HTTP connections and requests served at once (uvicorn answers 503 past it)."""
-CLIENT_IDLE_TIMEOUT = 60.0
-"""Seconds an HTTP client's MCP session may go with no request in flight and no open event
-stream before it ends (a client killed without its DELETE), closing its sandbox sessions."""
+
 T = TypeVar("T")
 
 
@@ -97,7 +98,8 @@ def build_server(
         finally:
             CURRENT_CALL.reset(token)
         if outcome is None:
-            return tool_error(f"{tool.name} cancelled: the client went away")
+            why = caller.why_gone if caller is not None else "the client went away"
+            return tool_error(f"{tool.name} cancelled: {why}")
         if outcome.ok:
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=outcome.content)],
@@ -232,13 +234,16 @@ async def serve(
     session_idle_timeout: float | None = None,
     session_lifetime: float | None = None,
     client_idle_timeout: float = CLIENT_IDLE_TIMEOUT,
+    on_listening: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until the client goes away (stdio) or the process is told to stop.
 
     Every run still going when the server stops is cancelled and its container removed.
     SIGTERM (which stdio clients send when the server does not exit at once after its
     input closes) ends the serving, and the cleanup still goes on. Over HTTP, clients
-    must send ``auth_token`` as a bearer token; beyond loopback one is required.
+    must send ``auth_token`` as a bearer token; beyond loopback one is required;
+    ``on_listening`` gets the endpoint's URL once the server accepts connections (``port``
+    0 picks a free one).
     """
     if transport != "stdio":
         check_auth_token(auth_token, host=host)
@@ -254,22 +259,21 @@ async def serve(
     loop = asyncio.get_running_loop()
     if transport == "stdio":
         serving = asyncio.ensure_future(_run_stdio(server))
+        loop.add_signal_handler(signal.SIGTERM, serving.cancel)
     else:
-        serving = asyncio.ensure_future(
-            _serve_http(
-                server,
-                host=host,
-                port=port,
-                auth_token=auth_token,
-                max_body_bytes=body_limit(
-                    settings.sandbox.max_code_bytes, settings.sandbox.max_input_bytes
-                ),
-                client_idle_timeout=client_idle_timeout,
-            )
+        http = _HttpServer(
+            server,
+            host=host,
+            port=port,
+            auth_token=auth_token,
+            max_body_bytes=body_limit(
+                settings.sandbox.max_code_bytes, settings.sandbox.max_input_bytes
+            ),
+            on_listening=on_listening,
+            client_idle_timeout=client_idle_timeout,
         )
-    # uvicorn handles SIGTERM itself while it serves, then restores this handler and
-    # raises the signal again: by then the serving is over and the cleanup goes on.
-    loop.add_signal_handler(signal.SIGTERM, serving.cancel)
+        # uvicorn takes SIGTERM and SIGINT while it serves (see _HttpServer.handle_exit).
+        serving = asyncio.ensure_future(http.serve())
     try:
         await serving
     except asyncio.CancelledError:
@@ -280,7 +284,10 @@ async def serve(
         try:
             await toolbox.aclose()
         finally:
-            loop.remove_signal_handler(signal.SIGTERM)
+            if transport == "stdio":
+                loop.remove_signal_handler(signal.SIGTERM)
+    if transport != "stdio" and http.interrupted:
+        raise KeyboardInterrupt  # Ctrl-C: stopped as cleanly as SIGTERM, then said as Ctrl-C
 
 
 async def _run_stdio(server: Server[Any]) -> None:
@@ -288,28 +295,105 @@ async def _run_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _serve_http(
-    server: Server[Any],
-    *,
-    host: str,
-    port: int,
-    auth_token: str | None,
-    max_body_bytes: int,
-    client_idle_timeout: float,
-) -> None:
-    app = HttpGuard(
-        server.streamable_http_app(host=host, session_idle_timeout=client_idle_timeout),
-        token=auth_token,
-        max_body_bytes=max_body_bytes,
-    )
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        # Connections and requests at once: past it a request gets 503 at once.
-        limit_concurrency=MAX_CONNECTIONS,
-    )
-    # uvicorn stops on SIGINT and SIGTERM by itself, finishing open requests first.
-    await uvicorn.Server(config).serve()
+STOP_GRACE = 10.0
+"""Seconds a stopping HTTP server waits for the calls it cancelled to send their answers."""
+
+
+class _HttpServer(uvicorn.Server):
+    """uvicorn serving the SDK's app behind :class:`HttpGuard`, on a socket bound here (a
+    port in use is one clear error), saying where it listens once it does.
+
+    SIGTERM and Ctrl-C stop it cleanly, so that no traceback of a cut request is logged:
+    the calls in flight are cancelled as if their clients had gone (their containers
+    removed) and send that answer; then uvicorn stops as it does on its own (no new
+    connection, the event streams ended, the session manager shut down). A second signal
+    stops it at once.
+    """
+
+    def __init__(
+        self,
+        server: Server[Any],
+        *,
+        host: str,
+        port: int,
+        auth_token: str | None,
+        max_body_bytes: int,
+        on_listening: Callable[[str], None] | None,
+        client_idle_timeout: float,
+    ) -> None:
+        self.guard = HttpGuard(
+            server.streamable_http_app(host=host, session_idle_timeout=client_idle_timeout),
+            token=auth_token,
+            max_body_bytes=max_body_bytes,
+        )
+        super().__init__(
+            uvicorn.Config(
+                self.guard,
+                host=host,
+                port=port,
+                log_level="warning",
+                lifespan="on",
+                # Connections and requests at once: past it a request gets 503 at once.
+                limit_concurrency=MAX_CONNECTIONS,
+            )
+        )
+        self._on_listening = on_listening
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self.interrupted = False
+        """Stopped by Ctrl-C (SIGINT) rather than SIGTERM."""
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets=sockets or [_bound(self.config.host, self.config.port)])
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._on_listening is not None:
+            self._on_listening(_endpoint_url(self.servers[0].sockets[0].getsockname()))
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # uvicorn's handler of SIGINT and SIGTERM while it serves; runs between two bytecodes
+        # of the loop's thread, so the stop itself is scheduled on the loop.
+        if self._stopping is not None or self._loop is None:
+            super().handle_exit(sig, frame)  # a second signal: at once
+            return
+        self.interrupted = sig == signal.SIGINT
+        self._loop.call_soon_threadsafe(self._stop)
+
+    def _stop(self) -> None:
+        if self._stopping is None:
+            self.guard.stop_calls()
+            self._stopping = asyncio.ensure_future(self._exit_once_answered())
+
+    async def _exit_once_answered(self) -> None:
+        await self.guard.posts_answered(STOP_GRACE)
+        # Read by uvicorn's loop, and by the event streams (sse-starlette) to end themselves.
+        self.should_exit = True
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` for uvicorn to listen on; a clear error if it cannot."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as error:
+        raise ConfigurationError(f"--host {host}: not an address to listen on ({error})") from None
+    listening = socket.socket(family, kind, proto)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind(address)
+    except OSError as error:
+        listening.close()
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} ({error.strerror or error}): choose another --port "
+            "(0 picks a free one)"
+        ) from None
+    return listening
+
+
+def _endpoint_url(address: tuple[Any, ...]) -> str:
+    host, port = str(address[0]), int(address[1])
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/mcp"

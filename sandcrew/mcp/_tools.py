@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandcrew.crew import CrewResult
 from sandcrew.functions import FunctionTool, function
+from sandcrew.mcp_defaults import MAX_SESSIONS, SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
 from sandcrew.sandbox import CellResult, ExecutionResult, FileEntry
 
 MIB = 1024 * 1024
@@ -32,11 +33,11 @@ class ServerLimits(BaseModel):
     """Largest memory limit of one run; also the default."""
     allow_network: bool = False
     """Whether a client may ask for network access (runs are offline unless asked)."""
-    max_sessions: int = Field(default=4, ge=0, le=1000)
+    max_sessions: int = Field(default=MAX_SESSIONS, ge=0, le=1000)
     """Sessions one client connection may hold open at once (0: no session tools)."""
-    session_idle_timeout: float = Field(default=600.0, gt=0)
+    session_idle_timeout: float = Field(default=SESSION_IDLE_TIMEOUT, gt=0)
     """Seconds a session may go without a call before it is closed."""
-    session_lifetime: float = Field(default=3600.0, gt=0)
+    session_lifetime: float = Field(default=SESSION_LIFETIME, gt=0)
     """Seconds after which a session is closed, however busy."""
 
 

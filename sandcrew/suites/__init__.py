@@ -23,6 +23,7 @@ from ._evaluation import (
     evaluate_samples,
 )
 from ._executors import (
+    Confirmations,
     Executor,
     Isolation,
     Job,
@@ -71,6 +72,7 @@ __all__ = [
     "CanonicalSolver",
     "CodeTask",
     "CompletionsSolver",
+    "Confirmations",
     "CrewSolver",
     "Evaluation",
     "ExactAnswer",

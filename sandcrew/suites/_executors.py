@@ -210,6 +210,18 @@ async def evaluate_task(
     )
 
 
+@dataclass(frozen=True)
+class Confirmations:
+    """Timeouts about to run again, alone and one at a time, before they count."""
+
+    count: int
+    seconds: float
+    """The longest the confirmations may take together: the sum of their time limits."""
+
+
+ConfirmingCallback = Callable[[Confirmations], None]
+
+
 async def execute_confirming_timeouts(
     executor: Executor,
     jobs: Sequence[Job],
@@ -217,13 +229,15 @@ async def execute_confirming_timeouts(
     concurrency: int | None,
     sandbox_config: SandboxConfig,
     on_result: JobCallback,
+    on_confirming: ConfirmingCallback | None = None,
 ) -> None:
     """Run ``jobs`` on ``executor``; a job that timed out runs once more alone before it counts.
 
     A loaded machine turns slow-but-correct programs into timeouts. Each timed-out
     job runs again with nothing else running (on a cluster: one chunk of one job
     at a time); its second result is reported, as ``confirmed`` when it timed out
-    again, and says that it was re-run.
+    again, and says that it was re-run. ``on_confirming`` hears how many run again
+    (and how long they may take) before they start.
     """
     timed_out: list[int] = []
     first: dict[int, TaskResult] = {}
@@ -241,6 +255,9 @@ async def execute_confirming_timeouts(
     if not timed_out:
         return
     timed_out.sort()
+    if on_confirming is not None:
+        limits = (jobs[index].task.timeout or sandbox_config.timeout for index in timed_out)
+        on_confirming(Confirmations(count=len(timed_out), seconds=sum(limits)))
 
     def confirm(position: int, result: TaskResult) -> None:
         index = timed_out[position]
@@ -251,6 +268,8 @@ async def execute_confirming_timeouts(
                 update={
                     "retries": (*first[index].retries, *result.retries, note),
                     "confirmed": result.status is TaskStatus.TIMEOUT,
+                    # Both runs' containers: the result is the second run's, the work both.
+                    "container_runs": first[index].container_runs + result.container_runs,
                 }
             ),
         )

@@ -8,9 +8,11 @@ other text from the run are untrusted (program output, model text): escaped.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
+from sandcrew.core import counted
 from sandcrew.html_page import html_page, meta_line
 
 from ._baseline import BaselineComparison, StatusChange
@@ -25,6 +27,9 @@ _STYLE = """
 .counts { display: flex; gap: .6rem; margin: 1rem 0; flex-wrap: wrap; }
 .count { border: 1px solid #d1d9e0; border-radius: 6px; padding: .4rem .8rem; }
 .count b { font-size: 1.2rem; display: block; }
+.count small { display: block; color: #59636e; }
+.banner { border: 2px solid #9a6700; background: #fff8c5; border-radius: 6px;
+  padding: .5rem .8rem; font-weight: 600; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .3rem .5rem; border-bottom: 1px solid #d1d9e0;
   vertical-align: top; }
@@ -78,11 +83,12 @@ applyFilter();
 def render_html_report(report: SuiteReport, comparison: BaselineComparison | None = None) -> str:
     """The page for ``report``; with ``comparison``, regressions and fixes come first."""
     title = f"{report.suite} · solver {report.solver}"
-    parts = [f"<h1>{escape(title)}</h1>", _meta(report), _counts(report)]
+    heading = f"{title} · interrupted" if report.interrupted else title
+    parts = [f"<h1>{escape(heading)}</h1>", _interruption(report), _meta(report), _counts(report)]
     if comparison is not None:
         parts.append(_changes(comparison))
     parts += [_table(report, comparison), _chart(report.results)]
-    return html_page(f"{title} · sandcrew", "\n".join(parts), style=_STYLE, script=_SCRIPT)
+    return html_page(f"{heading} · sandcrew", "\n".join(parts), style=_STYLE, script=_SCRIPT)
 
 
 def write_html_report(
@@ -95,24 +101,37 @@ def write_html_report(
         raise SuiteError(f"Cannot write HTML report {path}: {error}") from None
 
 
+def _interruption(report: SuiteReport) -> str:
+    """Where the eye lands first: an interrupted run did not check every task."""
+    if not report.interrupted:
+        return ""
+    total = report.counts.total
+    return (
+        f'<p class="banner" id="interrupted">Interrupted: {len(report.not_run)} of '
+        f"{counted(total, 'task')} did not run; the pass rate counts them as not passed.</p>"
+    )
+
+
 def _meta(report: SuiteReport) -> str:
     facts = [
         ("Source", report.source),
         ("Executor", report.executor),
         ("Model", report.model or "—"),
-        ("Started", report.started_at.isoformat(timespec="seconds")),
+        ("Started", _moment(report.started_at)),
         ("Wall time", f"{report.duration:.1f}s"),
         ("sandcrew", report.sandcrew_version or "—"),
     ]
-    if report.interrupted:
-        facts.append(("Interrupted", f"{len(report.not_run)} tasks not run"))
     return meta_line(facts)
+
+
+def _moment(moment: datetime) -> str:
+    """A report's start as people read it, in UTC (a page is read anywhere)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _counts(report: SuiteReport) -> str:
     counts = report.counts
-    finished = counts.total - counts.not_run
-    rate = f"{100 * counts.passed / finished:.1f}%" if finished else "—"
     boxes = [
         ("total", "Tasks", counts.total),
         ("pass", "Passed", counts.passed),
@@ -120,11 +139,22 @@ def _counts(report: SuiteReport) -> str:
         ("error", "Errors", counts.errors),
         ("timeout", "Timeouts", counts.timeouts),
     ]
+    if counts.not_run:
+        boxes.append(("not-run", "Not run", counts.not_run))
     html = "".join(
         f'<div class="count {name}" data-count="{name}"><b>{value}</b>{label}</div>'
         for name, label, value in boxes
     )
-    html += f'<div class="count" data-count="rate"><b>{rate}</b>Pass rate</div>'
+    # Over every task of the run: a task that never ran did not pass.
+    rate = f"{100 * counts.passed / counts.total:.1f}%" if counts.total else "—"
+    finished = counts.total - counts.not_run
+    note = ""
+    if counts.not_run:
+        of_finished = f"{100 * counts.passed / finished:.1f}%" if finished else "—"
+        note = (
+            f"<small>of all {counts.total} tasks; {of_finished} of the {finished} that ran</small>"
+        )
+    html += f'<div class="count" data-count="rate"><b>{rate}</b>Pass rate{note}</div>'
     return f'<div class="counts">{html}</div>'
 
 
@@ -133,10 +163,9 @@ def _changes(comparison: BaselineComparison) -> str:
         return '<h2 id="changes">No regressions and no fixes since the baseline</h2>'
     items = [_change_item(change, "regression") for change in comparison.regressions]
     items += [_change_item(change, "fix") for change in comparison.fixes]
-    heading = (
-        f"{len(comparison.regressions)} regressions, {len(comparison.fixes)} fixes since the "
-        "baseline"
-    )
+    regressions = counted(len(comparison.regressions), "regression")
+    fixes = counted(len(comparison.fixes), "fix", "fixes")
+    heading = f"{regressions} and {fixes} since the baseline"
     return f'<h2 id="changes">{heading}</h2><ul>{"".join(items)}</ul>'
 
 
@@ -161,50 +190,69 @@ def _table(report: SuiteReport, comparison: BaselineComparison | None) -> str:
         f'<label><input type="checkbox" value="{status.value}" checked> {status.value}</label>'
         for status in TaskStatus
     )
-    rows = "".join(_row(result, changed.get(result.task_id)) for result in results)
+    # Rounds, tokens and stop reason belong to the crew solver; other solvers have none.
+    crew_columns = any(result.crew is not None for result in report.results)
+    crew_headers = (
+        '<th class="num">Rounds</th><th class="num">Tokens</th><th>Stop reason</th>'
+        if crew_columns
+        else ""
+    )
+    rows = "".join(
+        _row(result, changed.get(result.task_id), crew_columns=crew_columns) for result in results
+    )
     return (
         f'<h2>Tasks (<span id="visible-count">{len(results)}</span> shown)</h2>'
         f'<p class="filters">{filters}</p>'
         '<table id="results"><thead><tr><th>Task</th><th>Status</th>'
         '<th class="num sortable" id="sort-duration">Duration</th><th class="num">Runs</th>'
-        '<th class="num">Rounds</th><th class="num">Tokens</th><th>Stop reason</th>'
-        f"<th>Detail</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"{crew_headers}<th>Detail</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
 
-def _row(result: TaskResult, change: str | None) -> str:
+def _row(result: TaskResult, change: str | None, *, crew_columns: bool) -> str:
     status = result.status.value
     row_class = f' class="{change}"' if change else ""
-    detail = ""
-    if result.detail:
-        lines = [line for line in result.detail.strip().splitlines() if line.strip()]
-        headline = lines[-1] if lines else ""
-        detail = (
-            f"<details><summary>{escape(headline[:160])}</summary>"
-            f"<pre>{escape(result.detail)}</pre></details>"
-        )
-    if result.output:
-        detail += (
-            '<details class="output"><summary>output</summary>'
-            f"<pre>{escape(result.output)}</pre></details>"
-        )
     cells = [
-        escape(result.task_id),
-        f'<span class="status {status}">{status}</span>',
-        f"{result.duration:.2f}s",
-        str(result.container_runs),
-        *(escape(cell) for cell in result.crew_cells()),
-        detail,
+        ("", escape(result.task_id)),
+        ("", f'<span class="status {status}">{escape(result.verdict)}</span>'),
+        ("num", f"{result.duration:.2f}s"),
+        ("num", str(result.container_runs)),
     ]
-    classes = ["", "", "num", "num", "num", "num", "", ""]
+    if crew_columns:
+        rounds, tokens, stop_reason = result.crew_cells()
+        cells += [("num", escape(rounds)), ("num", escape(tokens)), ("", escape(stop_reason))]
+    cells.append(("", _detail(result)))
     tds = "".join(
-        f'<td class="{css}">{cell}</td>' if css else f"<td>{cell}</td>"
-        for css, cell in zip(classes, cells, strict=True)
+        f'<td class="{css}">{cell}</td>' if css else f"<td>{cell}</td>" for css, cell in cells
     )
     return (
         f'<tr{row_class} data-task="{escape(result.task_id)}" data-status="{status}" '
         f'data-duration="{result.duration:.6f}">{tds}</tr>'
     )
+
+
+SUMMARY_CHARS = 160
+"""A detail's summary line is cut to this many characters."""
+
+
+def _detail(result: TaskResult) -> str:
+    """The detail (a one-line one as it is; a longer one folded under its last line) and
+    the output, folded."""
+    html = ""
+    lines = [line for line in result.detail.strip().splitlines() if line.strip()]
+    if len(lines) == 1 and len(lines[0]) <= SUMMARY_CHARS:
+        html = f'<span class="detail">{escape(lines[0])}</span>'
+    elif lines:
+        html = (
+            f"<details><summary>{escape(lines[-1][:SUMMARY_CHARS])}</summary>"
+            f"<pre>{escape(result.detail)}</pre></details>"
+        )
+    if result.output:
+        html += (
+            '<details class="output"><summary>output</summary>'
+            f"<pre>{escape(result.output)}</pre></details>"
+        )
+    return html
 
 
 def _chart(results: tuple[TaskResult, ...]) -> str:

@@ -23,6 +23,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import import_module
@@ -152,15 +153,19 @@ class RayExecutor:
                 await asyncio.to_thread(ray.shutdown)
 
     def check_reachable(self) -> None:
-        """Ray is installed and the cluster's address accepts connections (within seconds).
+        """Ray is installed, the cluster's address accepts connections and, for a head's
+        address (``HOST:PORT``), its GCS lets this process in: all within
+        :data:`CONNECT_TIMEOUT` seconds. A cluster that wants a token this process does not
+        send is a :class:`ConfigurationError` naming the variables to set.
 
         Addresses that Ray resolves itself (``auto``, ``local``) and no address (a local Ray
         started for the run) are left to Ray.
         """
         _import_ray()
         endpoint = _tcp_endpoint(self.address) if self.address is not None else None
-        if endpoint is None or self._answered:
+        if self.address is None or endpoint is None or self._answered:
             return
+        deadline = time.monotonic() + CONNECT_TIMEOUT
         try:
             socket.create_connection(endpoint, timeout=CONNECT_TIMEOUT).close()
         except OSError as error:
@@ -171,6 +176,8 @@ class RayExecutor:
                 code=ErrorCode.CLUSTER_UNREACHABLE,
                 retryable=True,
             ) from None
+        if "://" not in self.address:  # a head's GCS (Ray Client's port is not probed)
+            _check_gcs(self.address, f"{endpoint[0]}:{endpoint[1]}", deadline)
         self._answered = True
 
     def _connect(self, ray: Any) -> bool:
@@ -425,6 +432,68 @@ def _unwrapped(ray: Any, error: BaseException) -> BaseException:
         cause = error.as_instanceof_cause()
         return cause if isinstance(cause, BaseException) else error
     return error
+
+
+def _check_gcs(address: str, gcs: str, deadline: float) -> None:
+    """The GCS at ``gcs`` lets this process in, as ``ray.init`` would ask it, by ``deadline``.
+
+    Ray's own join retries a refused token for about 20 s and then says only that it could
+    not connect; asked once here, the refusal is known in milliseconds. The question runs in
+    a thread of its own: a port that is not a GCS keeps Ray's client waiting for 40 s, which
+    the run does not wait for.
+    """
+    try:
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+        from ray.exceptions import AuthenticationError
+    except ImportError:  # another Ray than the one this was written for: left to ray.init
+        return
+    answers: queue.Queue[BaseException | None] = queue.Queue(maxsize=1)
+
+    def ask() -> None:
+        try:
+            GcsClient(address=gcs)
+        except BaseException as error:  # handed to the waiting thread, whatever it is
+            answers.put(error)
+        else:
+            answers.put(None)
+
+    threading.Thread(target=ask, name="sandcrew-ray-gcs-probe", daemon=True).start()
+    try:
+        refusal = answers.get(timeout=max(deadline - time.monotonic(), 0.1))
+    except queue.Empty:
+        raise InfrastructureError(
+            f"the Ray cluster at {address} accepts connections but did not answer as a Ray "
+            f"head within {CONNECT_TIMEOUT:g} s; fix --address (the head's GCS port, "
+            "`ray start --head --port`, 6379 by default)",
+            code=ErrorCode.CLUSTER_UNREACHABLE,
+            retryable=True,
+        ) from None
+    if isinstance(refusal, AuthenticationError):
+        raise ConfigurationError(_token_advice(address)) from None
+    if refusal is not None:
+        raise InfrastructureError(
+            f"the Ray cluster at {address} could not be joined ({_first(refusal)}); "
+            "start it with `ray start --head` or fix --address",
+            code=ErrorCode.CLUSTER_UNREACHABLE,
+            retryable=True,
+        ) from None
+
+
+def _token_advice(address: str) -> str:
+    """Why the cluster refused this process (Ray's ``InvalidAuthToken``), and what to set."""
+    token_source = "RAY_AUTH_TOKEN (or a file named by RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token)"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return (
+            f"the Ray cluster at {address} requires token authentication (Ray: "
+            "InvalidAuthToken) and this process sends no token: set RAY_AUTH_MODE=token and "
+            f"{token_source} to the cluster's token, which `ray get-auth-token` prints on the "
+            "head; or start every node with RAY_AUTH_MODE=disabled (a private network only)"
+        )
+    return (
+        f"the Ray cluster at {address} refused this process's token (Ray: InvalidAuthToken): "
+        f"{token_source} must hold the cluster's token, which `ray get-auth-token` prints on "
+        "the head"
+    )
 
 
 def _tcp_endpoint(address: str) -> tuple[str, int] | None:

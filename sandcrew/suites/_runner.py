@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from sandcrew import __version__
 
 from ._executors import (
+    ConfirmingCallback,
     Executor,
     Job,
-    JobCallback,
     LocalExecutor,
     check_concurrency,
     execute_confirming_timeouts,
@@ -85,6 +85,7 @@ async def run_suite(
     on_result: ResultCallback | None = None,
     recorder: SuiteRecorder | None = None,
     confirm_timeouts: bool = True,
+    on_confirming: ConfirmingCallback | None = None,
 ) -> SuiteReport:
     """Solve every task of ``suite`` with ``solver`` and report the verdicts.
 
@@ -92,10 +93,10 @@ async def run_suite(
     ``executor`` to :class:`LocalExecutor`; ``sandbox_config`` to the sandbox's
     hardened defaults (its ``timeout`` applies to tasks that set none). A task
     that timed out runs once more alone before its timeout counts, unless
-    ``confirm_timeouts`` is false. ``on_result`` is called as each task
-    finishes. When the run is cancelled, the tasks in flight are cancelled too
-    (their containers removed) and ``CancelledError`` propagates; ``recorder``
-    then still holds every finished result.
+    ``confirm_timeouts`` is false; ``on_confirming`` hears how many run again before
+    they start. ``on_result`` is called as each task finishes. When the run is
+    cancelled, the tasks in flight are cancelled too (their containers removed) and
+    ``CancelledError`` propagates; ``recorder`` then still holds every finished result.
     """
     from sandcrew.sandbox import SandboxConfig
 
@@ -108,25 +109,17 @@ async def run_suite(
         if on_result is not None:
             on_result(result)
 
-    execute = execute_confirming_timeouts if confirm_timeouts else _execute
-    await execute(
-        chosen,
-        [Job(task, solver) for task in suite.tasks],
-        concurrency=concurrency,
-        sandbox_config=sandbox_config or SandboxConfig(),
-        on_result=record,
-    )
+    jobs = [Job(task, solver) for task in suite.tasks]
+    config = sandbox_config or SandboxConfig()
+    if confirm_timeouts:
+        await execute_confirming_timeouts(
+            chosen,
+            jobs,
+            concurrency=concurrency,
+            sandbox_config=config,
+            on_result=record,
+            on_confirming=on_confirming,
+        )
+    else:
+        await chosen.execute(jobs, concurrency=concurrency, sandbox_config=config, on_result=record)
     return collected.report()
-
-
-async def _execute(
-    executor: Executor,
-    jobs: list[Job],
-    *,
-    concurrency: int | None,
-    sandbox_config: SandboxConfig,
-    on_result: JobCallback,
-) -> None:
-    await executor.execute(
-        jobs, concurrency=concurrency, sandbox_config=sandbox_config, on_result=on_result
-    )

@@ -73,9 +73,12 @@ class ScriptedModelServer:
         *,
         require_all_used: bool = True,
         strict_template: StrictTemplate | None = None,
+        port: int = 0,
     ) -> None:
         self.require_all_used = require_all_used
         self.strict_template = strict_template
+        self.port = port
+        """The loopback port to listen on (0: a free one, which ``base_url`` names)."""
         self._lock = threading.Lock()
         self._state = _State()
         self._stopping = threading.Event()
@@ -155,7 +158,7 @@ class ScriptedModelServer:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _make_handler(self))
         httpd.daemon_threads = True
         self._httpd = httpd
         self._thread = threading.Thread(

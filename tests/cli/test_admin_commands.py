@@ -231,6 +231,25 @@ def test_images_build_in_a_log_shows_step_n_of_m(docker_client: docker.DockerCli
             docker_client.images.remove(tag)
 
 
+@pytest.mark.docker
+def test_images_build_says_which_base_it_chose_and_why(docker_client: docker.DockerClient) -> None:
+    # The debootstrap base is there (see above); forced, the build says it used that one, and
+    # no line of the log names another base.
+    docker_client.images.get(OFFLINE_BASE_IMAGE)
+    tag = f"sandcrew-test/python:base-{uuid.uuid4().hex[:12]}"
+    try:
+        completed = run_cli("images", "build", "python", "--tag", tag, "--base", "debootstrap")
+        assert completed.returncode == 0, completed.stderr
+        assert completed.stderr.splitlines()[0] == (
+            f"base of {tag}: {OFFLINE_BASE_IMAGE} (the Debian root filesystem debootstrap made "
+            "before; --base debootstrap)"
+        )
+        assert "python:3.11-slim-bookworm" not in completed.stderr
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(tag)
+
+
 def test_images_build_tag_needs_one_image() -> None:
     completed = run_cli("images", "build", "python", "node", "--tag", "mine/sandbox:1")
 
@@ -391,9 +410,39 @@ def test_doctor_checks_the_model_endpoint() -> None:
 
 
 @pytest.mark.docker
-def test_doctor_reports_an_unreachable_model_endpoint() -> None:
-    completed = run_cli("doctor", "--no-self-test", "--base-url", "http://127.0.0.1:9/v1")
+def test_doctor_reports_an_unreachable_model_endpoint_with_the_fix_and_still_tests_security() -> (
+    None
+):
+    completed = run_cli("doctor", "--base-url", "http://127.0.0.1:9/v1", "--json")
 
     assert completed.returncode == 1
-    assert "APIConnectionError" in completed.stdout
-    assert "FAIL" in completed.stdout
+    checks = {check["name"]: check for check in json.loads(completed.stdout)["checks"]}
+    endpoint = checks["model endpoint"]
+    assert endpoint["ok"] is False
+    assert endpoint["detail"].startswith("http://127.0.0.1:9/v1 could not be reached (")
+    assert endpoint["detail"].endswith(
+        "check that the server is running and the base URL is right (--base-url or "
+        "OPENAI_BASE_URL; it usually ends in /v1)"
+    )
+    # The sandbox needs no model: its self-test runs all the same.
+    assert checks["no capabilities"] == {
+        "name": "no capabilities", "ok": True, "detail": "CapEff 0000000000000000",
+        "warning": False,
+    }  # fmt: skip
+
+
+@pytest.mark.docker
+def test_doctor_says_when_the_security_self_test_cannot_run(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[sandbox.images]\npython = "sandcrew-test/missing:1"\n', encoding="utf-8")
+
+    completed = run_cli("doctor", "--config", str(config), "--json", env=NO_MODEL)
+
+    assert completed.returncode == 1
+    checks = {check["name"]: check for check in json.loads(completed.stdout)["checks"]}
+    assert checks["image for python (configured)"]["ok"] is False
+    assert checks["security self-test"] == {
+        "name": "security self-test", "ok": True, "warning": True,
+        "detail": "not run: it runs in sandcrew-test/missing:1, which is missing",
+    }  # fmt: skip
+    assert "no capabilities" not in checks

@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 
 from sandcrew.agents import StopReason
+from sandcrew.agents._tokens import estimate_prompt_tokens
 from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer, Turn
 from sandcrew.transcript import HeaderEvent, ResultEvent, read_transcript
 from tests.crew.conftest import FIBONACCI_TASK, coder_turn, happy_path_turns
 from tests.process import run_cli
+from tests.sandbox.helpers import our_containers, shared_client
 
 pytestmark = pytest.mark.docker
 
@@ -167,6 +169,71 @@ def test_ctrl_c_during_solve_closes_the_transcript_and_exits_130(
     assert events[-1].result == result
 
 
+def test_ctrl_c_during_solve_says_what_stopped_and_counts_only_the_prompt_in_flight(
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    scripted_model_server.add(coder_turn("```python\nprint(1)\n```", delay=30))
+    transcript = tmp_path / "chat.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "solve", FIBONACCI_TASK, "--base-url",
+         scripted_model_server.base_url, "--model", "scripted", "--transcript", str(transcript)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not any(request.method == "POST" for request in scripted_model_server.requests):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the chat never started"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 130, stderr
+    result = read_transcript(transcript)[-1]
+    assert isinstance(result, ResultEvent)
+    # The coder's request was abandoned: its prompt was read, its reply never written. It
+    # counts the prompt (estimated), not the reply's cap of 2,048 tokens.
+    [asked] = [request for request in scripted_model_server.requests if request.method == "POST"]
+    assert result.result.total_tokens == estimate_prompt_tokens(asked.body)
+    assert result.result.tokens_estimated is True
+    assert stderr.splitlines()[-1] == (
+        f"Interrupted: the chat was stopped after 0 rounds, 0 runs and "
+        f"{result.result.total_tokens:,} tokens (estimated); no container of it is left; "
+        f"{transcript} holds the chat so far."
+    )
+
+
+def test_ctrl_c_during_run_says_the_program_was_stopped_and_its_container_removed() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+        process.stdin.close()
+        assert process.stdout.readline() == "started\n"
+        process.send_signal(signal.SIGINT)
+        process.stdin = None  # closed above: communicate() must not flush it
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 130, stderr
+    assert stderr == "Interrupted: the program was stopped and its container removed.\n"
+    assert our_containers(shared_client(), owner_pid=process.pid) == []
+
+
 # suite ----------------------------------------------------------------------------------
 
 
@@ -201,7 +268,7 @@ def test_run_passes_the_programs_own_exit_code_through() -> None:
         (["--timeout", "nan"], "timeout must be > 0 (got nan)"),
         (["--memory", "99999g"], "memory_bytes must be at most 1 TiB (got 99999 GiB)"),
         (["--language", ""], "'' is not one of 'python', 'bash'"),
-        (["--image", "sandcrew/does-not-exist:1"], "sandcrew images build"),
+        (["--image", "sandcrew/does-not-exist:1"], "docker pull sandcrew/does-not-exist:1"),
     ],
     ids=["inf", "1e10", "nan", "99999g", "empty-language", "missing-image"],
 )
@@ -209,6 +276,38 @@ def test_run_bad_values_exit_125_with_one_line(args: list[str], expected: str) -
     completed = run_cli("run", "-", *args, stdin="print(1)")
     assert completed.returncode == 125, completed.stderr
     assert expected in one_error_line(completed.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["run", "-", "--timeout", "abc", "--memory", "lots"],
+            "error: Invalid value for '--run-timeout' / '--timeout': Input should be a valid "
+            "number, unable to parse string as a number; Invalid value for '--memory': must "
+            "look like 256m or 1g (got 'lots') (see: sandcrew run --help)",
+        ),
+        (
+            ["suite", "run", "basics", "-s", "nosolver", "-j", "x"],
+            "error: Invalid value for '--solver' / '-s': 'nosolver' is not one of 'canonical', "
+            "'completions', 'crew'; Invalid value for '--concurrency' / '-j': Input should be a "
+            "valid integer, unable to parse string as an integer (see: sandcrew suite run --help)",
+        ),
+        (
+            ["solve", "--max-rounds", "many"],
+            "error: Invalid value for '--max-rounds': Input should be a valid integer, unable to "
+            "parse string as an integer; Missing argument 'TASK' (see: sandcrew solve --help)",
+        ),
+    ],
+    ids=["run", "suite-run", "solve"],
+)
+def test_every_flag_that_cannot_be_read_is_named_in_the_one_error_line(
+    args: list[str], expected: str
+) -> None:
+    completed = run_cli(*args, stdin="print(1)")
+
+    assert completed.returncode == (125 if args[0] == "run" else 2), completed.stderr
+    assert one_error_line(completed.stderr) == expected
 
 
 def test_run_unreachable_docker_exits_125() -> None:

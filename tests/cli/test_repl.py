@@ -88,6 +88,20 @@ def test_the_repl_keeps_state_interrupts_cells_and_leaves_nothing(tmp_path: Path
     assert f"image saved to {saved}".encode() in shown
 
 
+def test_a_line_typed_while_a_cell_runs_shows_once() -> None:
+    with cli_on_terminal("repl", with_stdin=True) as terminal:
+        terminal.read_until(b"In [1]: ", within=START)
+        terminal.send(b"import time; print('started', flush=True); time.sleep(5)\r")
+        terminal.read_until(b"\nstarted")  # the cell runs: what is typed now waits for it
+        terminal.send(b"typed_ahead = 5\r")
+        terminal.read_until(b"In [3]: ", within=60)
+        terminal.send(b"\x04")
+        assert terminal.finish() == 0
+
+    after = bytes(terminal.received).split(b"\nstarted", 1)[1]
+    assert after.count(b"typed_ahead = 5") == 1, after
+
+
 def test_sigterm_closes_the_session(tmp_path: Path) -> None:
     with cli_on_terminal("repl", with_stdin=True) as terminal:
         terminal.read_until(b"In [1]: ", within=START)
@@ -111,6 +125,18 @@ def test_piped_cells_run_in_one_session_with_files(tmp_path: Path) -> None:
     completed = run_cli("repl", "--file", str(data), stdin=cells, timeout=START)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "14\n"
+
+
+def test_a_piped_cell_that_times_out_says_so_on_a_line_of_its_own() -> None:
+    cells = "import time\ntime.sleep(30)\n\nprint('after')\n"
+    completed = run_cli("repl", "--timeout", "1", stdin=cells, timeout=START)
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "after\n"
+    lines = completed.stderr.splitlines()
+    # The cell's error, then the REPL's note: each a line of its own in a log.
+    assert lines[-1] == "[the cell reached its limit of 1s]", lines
+    assert lines[-2].startswith("KeyboardInterrupt"), lines
 
 
 def test_a_bash_repl_keeps_variables_functions_and_the_directory(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sandcrew.sandbox import DEFAULT_IMAGES
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 from tests.programs_files import CSV, CSV_SUMMARY, CSV_TO_PNG_PROGRAM, png_size
@@ -103,7 +104,7 @@ def test_network_is_opt_in() -> None:
         (
             ["run", "-", "--image", "sandcrew/does-not-exist:1"],
             "print(1)",
-            "sandcrew images build",
+            "sandcrew does not build it: pull it (`docker pull sandcrew/does-not-exist:1`)",
         ),
     ],
     ids=[
@@ -199,3 +200,33 @@ def test_run_refuses_a_missing_input_file_in_one_line(tmp_path: Path) -> None:
     assert completed.stderr.startswith("error: input file not found:")
     assert "missing.csv" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_an_image_sandcrew_does_not_build_is_not_sent_to_images_build(tmp_path: Path) -> None:
+    missing = "sandcrew-test/nosuch:latest"
+    ran = run_cli("run", "-", "--image", missing, stdin="print(1)")
+    config = tmp_path / "config.toml"
+    config.write_text(f'[sandbox.images]\npython = "{missing}"\n', encoding="utf-8")
+    checked = run_cli("suite", "run", "basics", "-s", "canonical", "--config", str(config))
+
+    advice = (
+        f"Sandbox image {missing} is missing; sandcrew does not build it: pull it (`docker pull "
+        f"{missing}`) or build it yourself, or use one of sandcrew's images (`sandcrew images "
+        "list` shows them)"
+    )
+    assert (ran.returncode, ran.stderr) == (125, f"error: {advice}\n")
+    # Before anything runs, a suite says the same (a setting to fix: exit 2).
+    assert (checked.returncode, checked.stderr) == (2, f"error: {advice}\n")
+
+
+def test_a_program_on_an_image_without_its_interpreter_says_so(tmp_path: Path) -> None:
+    program = tmp_path / "hello.js"
+    program.write_text("console.log('hello')\n", encoding="utf-8")
+
+    completed = run_cli("run", str(program), "--image", DEFAULT_IMAGES["python"])
+
+    assert completed.returncode == 125, completed.stderr
+    assert completed.stderr.startswith(
+        "sandcrew: cannot start the program: this image has no javascript interpreter (node is "
+        "not installed in it); run javascript programs in an image that has one\n"
+    ), completed.stderr

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+import select
 import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from typing import IO
 
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 
 from sandcrew.agents import StopReason
 from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, happy_path_turns
 from tests.mcp_server.helpers import http_mcp_server, mcp_session, wait_until_gone
+from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
+from tests.sandbox.helpers import our_containers, shared_client
 
 pytestmark = pytest.mark.docker
 
@@ -78,3 +87,71 @@ async def test_solve_is_offered_only_with_a_model_and_reports_progress() -> None
     assert run.stdout.strip() == FIBONACCI_ANSWER
     speakers = [line.split(":", 1)[0] for line in progress]
     assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]
+
+
+def _first_line(stream: IO[str], within: float) -> str:
+    """The first line of ``stream``, or "" when none came within ``within`` seconds."""
+    ready, _, _ = select.select([stream], [], [], within)
+    return stream.readline() if ready else ""
+
+
+def test_the_http_server_says_where_it_listens_and_stops_cleanly_on_sigterm() -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http",
+         "--host", "127.0.0.1", "--port", "0", "--timeout", "60"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+    async def stopped_mid_run(url: str) -> CallToolResult:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            call = asyncio.ensure_future(
+                session.call_tool("run_code", {"code": "import time\ntime.sleep(60)"})
+            )
+            deadline = time.monotonic() + 60
+            while not our_containers(shared_client(), owner_pid=server.pid):
+                assert time.monotonic() < deadline, "the run never started"
+                await asyncio.sleep(0.2)
+            server.send_signal(signal.SIGTERM)
+            return await asyncio.wait_for(call, 60)
+
+    assert server.stderr is not None
+    try:
+        listening = _first_line(server.stderr, 60)
+        assert re.fullmatch(r"listening on http://127\.0\.0\.1:\d+/mcp\n", listening), listening
+        result = asyncio.run(stopped_mid_run(listening.split()[-1]))
+        exit_code = server.wait(60)
+        rest = server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stderr.close()
+
+    # The run in flight is answered (as the client's model reads errors), its container gone.
+    assert result.is_error is True
+    assert result.content[0].text == "run_code cancelled: the server is stopping"  # type: ignore[union-attr]
+    assert exit_code == 0
+    assert rest == ""  # no uvicorn traceback, nothing but the one line above
+    assert wait_until_gone(server.pid) == []
+
+
+def test_mcp_help_shows_the_real_defaults() -> None:
+    completed = run_cli("mcp", "--help", env={"COLUMNS": "200"})
+
+    assert completed.returncode == 0, completed.stderr
+    assert "the server's" not in completed.stdout
+    one_line = " ".join(completed.stdout.split())
+    default = r"(--[\w-]+) <[^>]+> (?:(?! --)[^\[])*\[default: \(([^)]*)\)"
+    shown = dict(re.findall(default, one_line))
+    assert {name: shown[name] for name in (
+        "--max-sessions", "--session-idle-timeout", "--session-lifetime",
+        "--max-queued-per-client", "--max-queued",
+    )} == {
+        "--max-sessions": "4", "--session-idle-timeout": "600", "--session-lifetime": "3600",
+        "--max-queued-per-client": "8", "--max-queued": "32",
+    }  # fmt: skip

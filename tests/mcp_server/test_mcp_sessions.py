@@ -291,3 +291,29 @@ def test_a_killed_http_client_s_sessions_are_closed_after_the_client_idle_timeou
 
     assert gone, "the vanished client's session container is still there after 60 s"
     assert waited >= 2, "closed before the client idle timeout"
+
+
+async def test_a_session_hands_back_any_file_its_cells_wrote_and_names_a_bad_name_plainly() -> None:
+    # A session has no program file and no out/ of a run's: main.py and out/ are a cell's own.
+    async with mcp_session() as session:
+        sid = (await call(session, "session_create"))["session_id"]
+        await call(
+            session,
+            "session_run",
+            session_id=sid,
+            code="import os\nos.makedirs('out')\n"
+            "open('out/table.csv', 'w').write('a,b\\n')\nopen('main.py', 'w').write('x = 1\\n')",
+        )
+        table = await call(session, "session_get_file", session_id=sid, name="out/table.csv")
+        program = await call(session, "session_get_file", session_id=sid, name="main.py")
+        listed = await call(session, "session_list_files", session_id=sid, path="out")
+        await call(session, "session_put_file", session_id=sid, name="out/more.txt", text="+")
+        more = await call(session, "session_get_file", session_id=sid, name="out/more.txt")
+        refusal = await refused(session, "session_get_file", session_id=sid, name="../etc/passwd")
+
+    assert table["text"] == "a,b\n"
+    assert program["text"] == "x = 1\n"
+    assert [entry["name"] for entry in listed["entries"]] == ["table.csv"]
+    assert more["text"] == "+"
+    assert "file name '../etc/passwd' is refused" in refusal
+    assert "input file" not in refusal  # it is a file of the session, not an input of a run

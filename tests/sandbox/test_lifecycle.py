@@ -154,8 +154,9 @@ async def test_missing_image_names_the_build_command(docker_client: docker.Docke
         with pytest.raises(ImageNotFoundError) as caught:
             await sandbox.run("print(1)")
     assert str(caught.value) == (
-        "Sandbox image sandcrew/no-such-image:never is missing; "
-        "build it with `sandcrew images build`"
+        "Sandbox image sandcrew/no-such-image:never is missing; sandcrew does not build it: "
+        "pull it (`docker pull sandcrew/no-such-image:never`) or build it yourself, or use one "
+        "of sandcrew's images (`sandcrew images list` shows them)"
     )
     assert caught.value.__cause__ is None
 

@@ -143,7 +143,7 @@ async def test_a_pool_that_cannot_launch_reports_why_to_the_run(
     config = SandboxConfig(images={"python": "sandcrew/no-such-image:never"}, pool_size=2)
     async with DockerSandbox(config, docker_client=docker_client) as sandbox:
         for _ in range(2):
-            with pytest.raises(ImageNotFoundError, match="sandcrew images build"):
+            with pytest.raises(ImageNotFoundError, match="sandcrew does not build it"):
                 await sandbox.run("print(1)")
     assert our_containers(docker_client) == []
 

@@ -178,8 +178,11 @@ def _start_node(
     return RayNode(process, temp_dir, log)
 
 
-def _wait_for_nodes(cluster: RayCluster, count: int) -> None:
-    """Until ``count`` nodes are alive in the cluster (asked from a separate driver)."""
+def _wait_for_nodes(
+    cluster: RayCluster, count: int, environment: dict[str, str] | None = None
+) -> None:
+    """Until ``count`` nodes are alive in the cluster (asked from a separate driver that
+    runs with ``environment`` besides CLUSTER_ENV)."""
     probe = (
         "import ray, sys\n"
         f"ray.init(address={cluster.address!r}, logging_level='ERROR')\n"
@@ -196,7 +199,7 @@ def _wait_for_nodes(cluster: RayCluster, count: int) -> None:
                 [sys.executable, "-c", probe],
                 capture_output=True,
                 text=True,
-                env={**os.environ, **CLUSTER_ENV},
+                env={**os.environ, **CLUSTER_ENV, **(environment or {})},
                 timeout=max(5.0, min(30.0, deadline - time.monotonic())),
                 check=False,
             )
@@ -232,6 +235,24 @@ def two_node_cluster(second_node_env: dict[str, str] | None = None) -> Iterator[
         _wait_for_nodes(cluster, 1)
         cluster.nodes.append(_start_node(["--address", cluster.address], "b", second_node_env))
         _wait_for_nodes(cluster, 2)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@contextlib.contextmanager
+def head_alone(environment: dict[str, str]) -> Iterator[RayCluster]:
+    """A head node alone (one CPU) whose processes run with ``environment`` (a driver that
+    waits for it too); stopped at exit."""
+    port = _free_port()
+    cluster = RayCluster(address=f"127.0.0.1:{port}")
+    try:
+        cluster.nodes.append(
+            _start_node(
+                ["--head", "--port", str(port), "--include-dashboard", "false"], "a", environment
+            )
+        )
+        _wait_for_nodes(cluster, 1, environment)
         yield cluster
     finally:
         cluster.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,7 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sandcrew.cli import app
+from sandcrew.cli.suite import FULL_TABLE_LIMIT
 from sandcrew.suites import load_suite, read_json_report
+from tests.browser import dump_dom
+from tests.process import run_cli
 from tests.suites.conftest import WriteFile
 
 SANDCREW = Path(sys.executable).with_name("sandcrew")
@@ -171,6 +175,36 @@ def test_piped_suite_table_keeps_a_long_detail_on_one_line(tmp_path: Path) -> No
     )
 
 
+def test_a_long_table_says_where_the_passing_tasks_are_listed(
+    tmp_path: Path, write_file: WriteFile
+) -> None:
+    # Answers checked without a container: 41 passing tasks, more than the table lists.
+    count = FULL_TABLE_LIMIT + 1
+    suite = write_file(
+        "many.yaml", "".join(f"- {{id: t{n}, prompt: p, expected: {n}}}\n" for n in range(count))
+    )
+    completions = write_file(
+        "answers.jsonl",
+        "".join(
+            json.dumps({"task_id": f"t{n}", "completion": f"{n}"}) + "\n" for n in range(count)
+        ),
+    )
+    common = ["suite", "run", str(suite), "-s", "completions", "--completions", str(completions)]
+
+    without_report = sandcrew(*common)
+    with_report = sandcrew(*common, "--report", str(tmp_path / "all.json"))
+
+    assert without_report.returncode == 0, without_report.stderr
+    assert f"{count} passing tasks not listed (--report FILE writes every task)." in (
+        without_report.stdout
+    )
+    assert with_report.returncode == 0, with_report.stderr
+    assert f"{count} passing tasks not listed ({tmp_path / 'all.json'} has every task)." in (
+        with_report.stdout
+    )
+    assert len(read_json_report(tmp_path / "all.json").results) == count
+
+
 @pytest.mark.docker
 def test_baseline_regression_fails_the_run_and_names_the_task(
     tmp_path: Path, write_file: WriteFile
@@ -251,6 +285,19 @@ USAGE_ERRORS = [
         id="missing-baseline",
     ),
 ]
+
+
+def test_the_default_solver_without_a_model_points_to_the_canonical_one() -> None:
+    without_model = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}
+    completed = run_cli("suite", "run", "basics", env=without_model)
+
+    assert completed.returncode == 2, completed.stderr
+    [line] = completed.stderr.splitlines()
+    assert line.startswith("error: --solver crew (the default) needs a model: no model configured")
+    assert line.endswith(
+        "; or check the suite without one: `sandcrew suite run basics --solver canonical` "
+        "runs each task's own solution"
+    )
 
 
 def test_baseline_of_another_suite_or_solver_is_refused(tmp_path: Path) -> None:
@@ -347,9 +394,10 @@ def test_ctrl_c_writes_finished_results_and_leaves_no_container(
         ),
     )
     report_path, junit_path = tmp_path / "r.json", tmp_path / "r.xml"
+    page = tmp_path / "r.html"
     process = subprocess.Popen(
         [str(SANDCREW), "suite", "run", str(suite), "-s", "canonical", "-j", "2",
-         "--report", str(report_path), "--junit", str(junit_path)],
+         "--report", str(report_path), "--junit", str(junit_path), "--html", str(page)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -399,3 +447,17 @@ def test_ctrl_c_writes_finished_results_and_leaves_no_container(
     assert testsuite is not None
     assert testsuite.get("skipped") == "4"
     assert ET.parse(junit_path).getroot().get("skipped") is None  # not in junit-10.xsd
+    # The page says at once that the run was cut short: 2 of 6 passed is not 100 %.
+    dom = dump_dom(page, tmp_path / "profile")
+    banner = re.search(r'<p class="banner" id="interrupted">(.*?)</p>', dom)
+    assert banner is not None, dom[:3000]
+    assert banner.group(1) == (
+        "Interrupted: 4 of 6 tasks did not run; the pass rate counts them as not passed."
+    )
+    assert "<title>slow · solver canonical · interrupted · sandcrew</title>" in dom
+    tiles = dict(re.findall(r'data-count="([\w-]+)"><b>([^<]*)</b>', dom))
+    assert tiles == {
+        "total": "6", "pass": "2", "fail": "0", "error": "0", "timeout": "0", "not-run": "4",
+        "rate": "33.3%",
+    }  # fmt: skip
+    assert "<small>of all 6 tasks; 100.0% of the 2 that ran</small>" in dom

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -239,6 +240,51 @@ def test_command_prints_pass_at_k_with_plain_progress_when_piped(
         }
         for number, sample in enumerate(samples)
     ]
+
+
+@pytest.mark.docker
+def test_piped_progress_says_when_timeouts_are_confirmed_and_counts_them_in_the_eta(
+    tmp_path: Path, problems: dict[str, dict[str, Any]], problems_file: Path
+) -> None:
+    right = problems["HumanEval/0"]["canonical_solution"]
+    samples = [{"task_id": "HumanEval/0", "completion": text} for text in [right] * 4]
+    samples += [{"task_id": "HumanEval/0", "completion": LOOPING}] * 2
+    samples_path = write_jsonl(tmp_path / "samples.jsonl", samples)
+
+    result = subprocess.run(
+        [str(SANDCREW), "suite", "evaluate", str(samples_path), "--problems", str(problems_file),
+         "--k", "1", "-j", "2", "--timeout", "3", "--ignore-incomplete"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    # The loops timed out with others running (a right sample may too, on a loaded machine);
+    # they run again alone, one at a time, and the progress says so, their limits (3 s each)
+    # being what is left.
+    said = [
+        (number, match)
+        for number, line in enumerate(lines)
+        if (
+            match := re.fullmatch(
+                r"evaluate: (\d+)/6 samples checked; confirming (\d+) timeouts alone, "
+                r"one at a time \(at most (\d+)s\)",
+                line,
+            )
+        )
+    ]
+    assert len(said) == 1, lines
+    [(number, match)] = said
+    checked, confirming, at_most = (int(group) for group in match.groups())
+    assert checked + confirming == 6
+    assert confirming >= 2
+    assert at_most == 3 * confirming
+    left = confirming - 1
+    assert lines[number + 1].startswith(f"evaluate: {checked + 1}/6 samples ("), lines
+    assert lines[number + 1].endswith(f"ETA {3 * left}s ({left} timeout{'s' * (left > 1)} to "
+                                      "confirm alone)"), lines  # fmt: skip
+    assert lines[-1].startswith("evaluate: 6/6 samples (100%), 4 passed"), lines
+    assert "4 passed, 0 failed, 2 timed out (2 confirmed alone)" in result.stdout
 
 
 # -- the executor seam -------------------------------------------------------------------
