@@ -21,6 +21,7 @@ from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
 from sandcrew.testing._session import (
     RecordedCell,
+    RecordedCommand,
     ScriptedCell,
     ScriptedCommand,
     ScriptedSession,
@@ -35,6 +36,7 @@ __all__ = [
     "PERSONAS",
     "Persona",
     "RecordedCell",
+    "RecordedCommand",
     "RecordedRequest",
     "RecordedRun",
     "ScriptedAgent",
