@@ -55,6 +55,9 @@ class ScriptedCell:
     state_lost: bool = False
     reason: str | None = None
     duration: float = 0.01
+    ends_session: str | None = None
+    """Why the session ends once this cell has (its idle limit, a lost container), if it
+    does: every later request raises :class:`~sandcrew.sandbox.SessionClosedError`."""
 
 
 @dataclass(frozen=True)
@@ -143,21 +146,22 @@ class ScriptedSession:
     reset_contexts: list[str] = field(default_factory=list)
     dropped_contexts: list[str] = field(default_factory=list)
     started: bool = False
-    _closed: bool = False
+    _closed_by: SessionClosedError | None = None
     _used_markers: set[str] = field(default_factory=set)
     _used_commands: set[str] = field(default_factory=set)
     _next: int = 0
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._closed_by is not None
 
     async def start(self) -> Self:
         self.started = True
         return self
 
     async def close(self) -> None:
-        self._closed = True
+        if self._closed_by is None:
+            self._closed_by = SessionClosedError("The session is closed: it was closed")
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -230,6 +234,8 @@ class ScriptedSession:
             yield OutputEvent(stream="stderr", text=scripted.stderr)
         for output in scripted.outputs:
             yield output
+        if scripted.ends_session is not None:
+            self._closed_by = SessionClosedError(f"The session ended: {scripted.ends_session}")
         yield CellResult(
             stdout=scripted.stdout,
             stderr=scripted.stderr,
@@ -439,5 +445,5 @@ class ScriptedSession:
     def _check_open(self) -> None:
         if not self.started:
             self._fail("ScriptedSession used before start()")
-        if self._closed:
-            raise SessionClosedError("The session is closed: it was closed")
+        if self._closed_by is not None:
+            raise self._closed_by

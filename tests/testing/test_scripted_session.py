@@ -332,6 +332,21 @@ async def test_a_closed_session_refuses_everything_and_closes_twice() -> None:
     assert session.ran == []
 
 
+async def test_a_cell_may_end_the_session_as_an_expiry_would() -> None:
+    session = await started(
+        ScriptedSession([ScriptedCell(stdout="last\n", ends_session="idle for 600s")])
+    )
+    last = await session.run("print('last')")
+
+    assert last.stdout == "last\n"
+    assert session.closed
+    with pytest.raises(SessionClosedError, match="The session ended: idle for 600s"):
+        await session.run("print('after')")
+    await session.close()
+    with pytest.raises(SessionClosedError, match="idle for 600s"):
+        await session.get_file("anything")
+
+
 async def test_a_session_used_before_it_started_fails_the_test() -> None:
     session = ScriptedSession([ScriptedCell()])
     with pytest.raises(AssertionError, match="before start"):
