@@ -72,6 +72,7 @@ if typing.TYPE_CHECKING:
     from ._protocol import (
         RunningCommand as RunningCommand,
         Sandbox as Sandbox,
+        SandboxWithSessions as SandboxWithSessions,
         Session as Session,
         SupportsSessions as SupportsSessions,
     )

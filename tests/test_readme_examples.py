@@ -283,6 +283,11 @@ def test_the_crew_from_python_example_runs_against_a_server() -> None:
     assert int(tokens) > 0
 
 
+def test_the_session_test_double_example_runs_without_docker() -> None:
+    (example,) = section_blocks("sessions.md", "Testing session code without Docker")
+    assert output_of(example) == "0 20 124 timed out after 5s\n"
+
+
 @pytest.mark.docker
 def test_live_output_examples_run(docker_client: object) -> None:
     streamed, called_back = section_blocks("sessions.md", "Live output")

@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -37,6 +37,7 @@ from sandcrew.sandbox import (
     DisplayOutput,
     DockerSandbox,
     OutputEvent,
+    SandboxWithSessions,
     Session,
     SessionClosedError,
     SessionLimits,
@@ -118,18 +119,39 @@ def repl(
     interactive = is_terminal(sys.stdin)
     if interactive:
         import readline  # noqa: F401  (line editing and history for input())
-    with asyncio.Runner() as runner, _TerminateAsExit():
-        held = LazySession(DockerSandbox(settings.sandbox), language.value, limits=limits)
-        try:
-            _status(f"starting a {language.value} session…")
-            session = runner.run(_start(held, inputs))
-            code = _loop(runner, session, images, interactive=interactive)
-        finally:
-            runner.run(held.aclose())
+    code = run_repl(
+        DockerSandbox(settings.sandbox),
+        language.value,
+        limits=limits,
+        inputs=inputs,
+        images=images,
+        interactive=interactive,
+    )
     raise typer.Exit(code)
 
 
-async def _start(held: LazySession, inputs: dict[str, Path]) -> Session:
+def run_repl(
+    sandbox: SandboxWithSessions,
+    language: str,
+    *,
+    limits: SessionLimits,
+    inputs: Mapping[str, Path],
+    images: Path,
+    interactive: bool,
+) -> int:
+    """Cells read from stdin run in one session of ``sandbox`` until the input ends; the
+    exit code (0 at the end of input, 1 when the session ended first)."""
+    with asyncio.Runner() as runner, _TerminateAsExit():
+        held = LazySession(sandbox, language, limits=limits)
+        try:
+            _status(f"starting a {language} session…")
+            session = runner.run(_start(held, inputs))
+            return _loop(runner, session, images, interactive=interactive)
+        finally:
+            runner.run(held.aclose())
+
+
+async def _start(held: LazySession, inputs: Mapping[str, Path]) -> Session:
     session = await held.open()
     for name, path in inputs.items():
         await session.put_file(name, path)

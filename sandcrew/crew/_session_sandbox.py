@@ -17,6 +17,8 @@ from sandcrew.sandbox import (
     DockerSandbox,
     ExecutionResult,
     OutputCallback,
+    SandboxConfig,
+    SandboxWithSessions,
     SessionClosedError,
     SessionLimits,
     normalize_language,
@@ -29,12 +31,22 @@ class SessionSandbox:
 
     The session starts with the first Python run and ends with :meth:`aclose`, which
     removes its container. Input files go into the session once, before its first cell.
+
+    ``config`` holds the settings cells are read under: a cell's limit when the runner
+    gives none (``timeout``) and the memory limit its result reports. By default they are
+    a :class:`~sandcrew.sandbox.DockerSandbox`'s own; give them for another sandbox (a
+    test double), which otherwise gets :class:`~sandcrew.sandbox.SandboxConfig`'s defaults.
     """
 
-    def __init__(self, sandbox: DockerSandbox) -> None:
+    def __init__(
+        self, sandbox: SandboxWithSessions, *, config: SandboxConfig | None = None
+    ) -> None:
+        if config is None:
+            config = sandbox.config if isinstance(sandbox, DockerSandbox) else SandboxConfig()
         self._sandbox = sandbox
+        self._config = config
         self._cells = LazySession(
-            sandbox, "python", limits=SessionLimits(cell_timeout=sandbox.config.timeout)
+            sandbox, "python", limits=SessionLimits(cell_timeout=config.timeout)
         )
         self._files_put: set[str] = set()
         self._turn = asyncio.Lock()
@@ -63,7 +75,7 @@ class SessionSandbox:
             return await self._sandbox.run(
                 code, language, timeout=timeout, files=files, on_output=on_output
             )
-        limit = self._sandbox.config.timeout if timeout is None else timeout
+        limit = self._config.timeout if timeout is None else timeout
         async with self._turn:
             try:
                 session = await self._cells.open()
@@ -82,7 +94,7 @@ class SessionSandbox:
             image=session.image,
             run_id=getattr(session, "container_name", None) or "session",
             timeout=limit,
-            memory_limit_bytes=self._sandbox.config.memory_bytes,
+            memory_limit_bytes=self._config.memory_bytes,
         )
 
     async def aclose(self) -> None:

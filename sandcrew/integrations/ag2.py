@@ -36,6 +36,7 @@ from sandcrew.sandbox import (
     DockerSandbox,
     Sandbox,
     SandboxConfig,
+    SandboxWithSessions,
     Session,
     SessionLimits,
 )
@@ -265,23 +266,33 @@ class SandcrewSessionFactory:
     The session (one hardened container) starts at the first ``open`` and ends with
     :meth:`aclose` (or leaving ``async with``), which removes its container; the session's
     own idle timeout and lifetime (:class:`~sandcrew.sandbox.SessionLimits`) apply too.
+
+    A :class:`~sandcrew.sandbox.DockerSandbox` made from ``config`` holds the session;
+    another sandbox that holds sessions (a test double, another backend) may be given
+    instead, ``config`` then only naming the working directory and a command's default
+    time limit.
     """
 
     def __init__(
-        self, config: SandboxConfig | None = None, *, limits: SessionLimits | None = None
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        limits: SessionLimits | None = None,
+        sandbox: SandboxWithSessions | None = None,
     ) -> None:
-        self._sandbox = DockerSandbox(config)
+        self._config = config if config is not None else SandboxConfig()
+        self._sandbox = sandbox if sandbox is not None else DockerSandbox(self._config)
         self._limits = limits if limits is not None else SessionLimits()
         self._cells = LazySession(self._sandbox, "python", limits=self._limits)
         self._opened: SandcrewSessionSandbox | None = None
 
     @property
-    def sandbox(self) -> DockerSandbox:
+    def sandbox(self) -> SandboxWithSessions:
         return self._sandbox
 
     @property
     def workdir(self) -> PurePosixPath:
-        return PurePosixPath(self._sandbox.config.workdir)
+        return PurePosixPath(self._config.workdir)
 
     @asynccontextmanager
     async def open(
@@ -295,9 +306,8 @@ class SandcrewSessionFactory:
             self._opened = None
         session = await self._cells.open()
         if self._opened is None:
-            config = self._sandbox.config
             self._opened = SandcrewSessionSandbox(
-                session, workdir=config.workdir, default_timeout=config.timeout
+                session, workdir=self._config.workdir, default_timeout=self._config.timeout
             )
         yield self._opened
 

@@ -32,10 +32,12 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel
 
 from sandcrew._extras import MissingExtraError
+from sandcrew.core import UserError
 from sandcrew.sandbox import (
     CellResult,
     DockerSandbox,
     SandboxConfig,
+    SandboxWithSessions,
     SessionLimits,
     normalize_language,
 )
@@ -171,6 +173,10 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
     as in a notebook. A block that reaches the cell timeout is interrupted (exit code 124,
     the state kept); if the interpreter had to be restarted, the output says so.
     :meth:`restart` gives a fresh interpreter (files in the work dir stay).
+
+    The session is held by a :class:`~sandcrew.sandbox.DockerSandbox` made from
+    ``config``, or by ``sandbox`` (another backend, a test double) instead; an executor
+    on a sandbox of its own has no declarative form.
     """
 
     component_type = "code_executor"
@@ -185,14 +191,19 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
         *,
         limits: SessionLimits | None = None,
         output_dir: Path | str | None = None,
+        sandbox: SandboxWithSessions | None = None,
     ) -> None:
-        self._sandbox = DockerSandbox(config)
+        if sandbox is not None and config is not None:
+            raise UserError("give the executor a config or a sandbox, not both")
+        self._config = config if config is not None else SandboxConfig()
+        self._given_sandbox = sandbox is not None
+        self._sandbox = sandbox if sandbox is not None else DockerSandbox(self._config)
         self._limits = limits if limits is not None else SessionLimits()
         self._output_dir = Path(output_dir) if output_dir is not None else None
         self._cells = LazySession(self._sandbox, "python", limits=self._limits)
 
     @property
-    def sandbox(self) -> DockerSandbox:
+    def sandbox(self) -> SandboxWithSessions:
         return self._sandbox
 
     @property
@@ -272,8 +283,13 @@ class SandcrewSessionExecutor(CodeExecutor, Component[SandcrewSessionExecutorCon
         return "".join(parts), saved
 
     def _to_config(self) -> SandcrewSessionExecutorConfig:
+        if self._given_sandbox:
+            raise UserError(
+                "an executor on a sandbox of its own has no declarative form; "
+                "make it from a SandboxConfig to dump it"
+            )
         return SandcrewSessionExecutorConfig(
-            sandbox=self._sandbox.config.model_dump(mode="json", exclude_defaults=True),
+            sandbox=self._config.model_dump(mode="json", exclude_defaults=True),
             limits=self._limits.model_dump(mode="json", exclude_defaults=True),
             output_dir=None if self._output_dir is None else str(self._output_dir),
         )

@@ -22,6 +22,7 @@ from sandcrew.testing._script import ScriptedToolCall, Turn, load_script
 from sandcrew.testing._server import RecordedRequest, ScriptedModelServer
 from sandcrew.testing._session import (
     RecordedCell,
+    RecordedCommand,
     ScriptedCell,
     ScriptedCommand,
     ScriptedSession,
@@ -37,6 +38,7 @@ __all__ = [
     "LoopbackNetwork",
     "Persona",
     "RecordedCell",
+    "RecordedCommand",
     "RecordedRequest",
     "RecordedRun",
     "ScriptedAgent",

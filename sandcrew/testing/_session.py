@@ -3,8 +3,10 @@
 For tests of front ends built on sessions (a REPL, a tool server, an executor): each
 cell is answered by the next :class:`ScriptedCell` of a script (or, with a mapping, by
 the first marker the code contains), and :meth:`ScriptedSession.assert_complete` checks
-at the end that every scripted cell was used. Files live in memory, with the session's
-rules (relative names or absolute ones inside the work folder, folders made on the way).
+at the end that every scripted cell was used and nothing unscripted was asked. Files live
+in memory, with the session's rules (relative names or absolute ones inside the work
+folder, folders made on the way, the size cap); what a real session refuses (empty code,
+a bad timeout, a context outside Python, any request once it is closed) is refused alike.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import NoReturn, Self
 
 from sandcrew.core import UserError
 from sandcrew.sandbox import (
@@ -26,6 +28,7 @@ from sandcrew.sandbox import (
     CellResult,
     CommandResult,
     DisplayOutput,
+    EmptyCodeError,
     FileEntry,
     OutputCallback,
     OutputEvent,
@@ -35,6 +38,7 @@ from sandcrew.sandbox import (
     SessionFileNotFoundError,
     SessionLimits,
 )
+from sandcrew.sandbox._files import checked_path, files_below, read_input_file
 
 SCRIPTED_SESSION_IMAGE = "scripted"
 
@@ -51,6 +55,9 @@ class ScriptedCell:
     state_lost: bool = False
     reason: str | None = None
     duration: float = 0.01
+    ends_session: str | None = None
+    """Why the session ends once this cell has (its idle limit, a lost container), if it
+    does: every later request raises :class:`~sandcrew.sandbox.SessionClosedError`."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ class ScriptedCommand:
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
+    signal: int | None = None
+    """The signal that ended it, if one did."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,16 @@ class RecordedCell:
     code: str
     timeout: float | None
     context: str | None
+
+
+@dataclass(frozen=True)
+class RecordedCommand:
+    """One command a :class:`ScriptedSession` was asked to start."""
+
+    command: str
+    env: dict[str, str] | None
+    cwd: str | None
+    timeout: float | None
 
 
 class _ScriptedRunningCommand:
@@ -92,15 +111,17 @@ class _ScriptedRunningCommand:
         self.signals.append(number)
 
 
-@dataclass
+@dataclass(eq=False)
 class ScriptedSession:
     """A :class:`~sandcrew.sandbox.Session` answering each cell from a script.
 
     ``cells`` is either a sequence (each cell gets the next entry, in order) or a mapping
     of markers (the first marker the code contains gives its outcome). A cell the script
-    cannot answer raises ``AssertionError``, so it fails the test; so does a cell run
-    before :meth:`start` or after :meth:`close`. ``commands`` answers
-    :meth:`start_command` by markers the same way.
+    cannot answer raises ``AssertionError``, so it fails the test, and is remembered, so
+    that :meth:`assert_complete` fails too when the front end caught the error; so does a
+    request before :meth:`start`. After :meth:`close` every request raises
+    :class:`~sandcrew.sandbox.SessionClosedError`, as a real session's do. ``commands``
+    answers :meth:`start_command` by markers the same way.
     """
 
     cells: Sequence[ScriptedCell] | Mapping[str, ScriptedCell] = ()
@@ -112,28 +133,35 @@ class ScriptedSession:
     execution_count: int = 0
     ran: list[RecordedCell] = field(default_factory=list)
     """Every cell asked for, in order."""
+    commands_run: list[RecordedCommand] = field(default_factory=list)
+    """Every command asked for, in order."""
+    unanswered: list[str] = field(default_factory=list)
+    """Requests the script could not answer (each also raised ``AssertionError``)."""
     files: dict[str, bytes] = field(default_factory=dict)
     """The work folder's files by relative path."""
     folders: set[str] = field(default_factory=set)
+    """Folders made by :meth:`make_dir` (with their parents), by relative path."""
     interrupts: int = 0
     restarts: int = 0
     reset_contexts: list[str] = field(default_factory=list)
     dropped_contexts: list[str] = field(default_factory=list)
     started: bool = False
-    _closed: bool = False
+    _closed_by: SessionClosedError | None = None
     _used_markers: set[str] = field(default_factory=set)
+    _used_commands: set[str] = field(default_factory=set)
     _next: int = 0
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._closed_by is not None
 
     async def start(self) -> Self:
         self.started = True
         return self
 
     async def close(self) -> None:
-        self._closed = True
+        if self._closed_by is None:
+            self._closed_by = SessionClosedError("The session is closed: it was closed")
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -147,13 +175,17 @@ class ScriptedSession:
         await self.close()
 
     def assert_complete(self) -> None:
-        """Every scripted cell was used (``AssertionError`` naming what was not)."""
+        """Every scripted cell and command was used, and nothing unscripted was asked
+        (``AssertionError`` naming what was not)."""
+        assert not self.unanswered, "unscripted requests:\n" + "\n---\n".join(self.unanswered)
         if isinstance(self.cells, Mapping):
             unused = [marker for marker in self.cells if marker not in self._used_markers]
             assert not unused, f"scripted cells never run: {unused}"
         else:
             left = len(self.cells) - self._next
             assert left == 0, f"{left} scripted cells never run"
+        unused_commands = [marker for marker in self.commands if marker not in self._used_commands]
+        assert not unused_commands, f"scripted commands never run: {unused_commands}"
 
     # -- cells ------------------------------------------------------------------------------
 
@@ -183,10 +215,18 @@ class ScriptedSession:
         timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
         context: str | None = None,
     ) -> AsyncIterator[SessionEvent]:
+        if not code.strip():
+            raise EmptyCodeError()
+        limit = self.limits.cell_timeout if timeout is None else timeout
+        if not 0 < limit <= 86_400:
+            raise UserError(f"timeout must be > 0 and at most a day (got {timeout})")
+        self._check_context(context)
         self._check_open()
         self.ran.append(RecordedCell(code, timeout, context))
         scripted = self._answer(code)
-        self.execution_count += 1
+        # A lost state means a fresh interpreter: it counts from one again.
+        count = None if scripted.state_lost else self.execution_count + 1
+        self.execution_count = count or 0
         await asyncio.sleep(0)
         if scripted.stdout:
             yield OutputEvent(stream="stdout", text=scripted.stdout)
@@ -194,12 +234,14 @@ class ScriptedSession:
             yield OutputEvent(stream="stderr", text=scripted.stderr)
         for output in scripted.outputs:
             yield output
+        if scripted.ends_session is not None:
+            self._closed_by = SessionClosedError(f"The session ended: {scripted.ends_session}")
         yield CellResult(
             stdout=scripted.stdout,
             stderr=scripted.stderr,
             outputs=list(scripted.outputs),
             error=scripted.error,
-            execution_count=self.execution_count,
+            execution_count=count,
             duration=scripted.duration,
             timed_out=scripted.timed_out,
             state_lost=scripted.state_lost,
@@ -212,11 +254,15 @@ class ScriptedSession:
                 if marker in code:
                     self._used_markers.add(marker)
                     return scripted
-            raise AssertionError(f"ScriptedSession has no cell for this code:\n{code}")
+            self._fail(f"ScriptedSession has no cell for this code:\n{code}")
         if self._next >= len(self.cells):
-            raise AssertionError(f"ScriptedSession ran out of scripted cells at:\n{code}")
+            self._fail(f"ScriptedSession ran out of scripted cells at:\n{code}")
         self._next += 1
         return self.cells[self._next - 1]
+
+    def _fail(self, problem: str) -> NoReturn:
+        self.unanswered.append(problem)
+        raise AssertionError(problem)
 
     async def interrupt(self) -> None:
         self._check_open()
@@ -225,16 +271,28 @@ class ScriptedSession:
     async def restart(self) -> None:
         self._check_open()
         self.restarts += 1
+        self.execution_count = 0
 
     async def reset_context(self, name: str) -> None:
+        self._check_context(name)
         self.reset_contexts.append(name)
 
     async def drop_context(self, name: str) -> None:
+        self._check_context(name)
         self.dropped_contexts.append(name)
+
+    def _check_context(self, name: str | None) -> None:
+        if name is None:
+            return
+        if self.language != "python":
+            raise UserError(f"a {self.language} session has no contexts (only python has)")
+        if not name or len(name) > 200 or not name.isprintable():
+            raise UserError(f"a context name is 1 to 200 printable characters (got {name!r})")
 
     # -- files ------------------------------------------------------------------------------
 
     def _path(self, name: str) -> str:
+        """``name`` relative to the work folder, by the real session's rules."""
         if name.startswith("/"):
             root = self.workdir.rstrip("/")
             normal = posixpath.normpath(name)
@@ -243,18 +301,32 @@ class ScriptedSession:
             if not normal.startswith(root + "/"):
                 raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
             name = normal[len(root) + 1 :]
-        parts = name.split("/")
         if name in ("", "."):
             return "."
-        if any(part in ("", ".", "..") for part in parts):
-            raise UserError(f"file path {name!r} is refused")
-        return name
+        return checked_path(name, what="file path")
 
     async def put_file(self, name: str, data: bytes | Path) -> None:
         self._check_open()
         path = self._path(name)
-        content = await asyncio.to_thread(data.read_bytes) if isinstance(data, Path) else data
-        self.files[path] = bytes(content)
+        if not isinstance(data, Path):
+            self._put(path, bytes(data))
+            return
+        for relative, source in await asyncio.to_thread(files_below, data):
+            content = await asyncio.to_thread(
+                read_input_file,
+                source,
+                self.limits.max_file_bytes,
+                setting="SessionLimits.max_file_bytes",
+            )
+            self._put(f"{path}/{relative}" if relative else path, content)
+
+    def _put(self, path: str, content: bytes) -> None:
+        if len(content) > self.limits.max_file_bytes:
+            raise UserError(
+                f"{path} has {len(content)} bytes, more than max_file_bytes "
+                f"({self.limits.max_file_bytes})"
+            )
+        self.files[path] = content
 
     async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
         self._check_open()
@@ -262,11 +334,13 @@ class ScriptedSession:
         if path not in self.files:
             raise SessionFileNotFoundError(f"get {path}: no such file")
         data = self.files[path]
-        if max_bytes is not None and len(data) > max_bytes:
-            raise SessionFileError(f"get {path}: larger than {max_bytes} bytes")
+        limit = self.limits.max_file_bytes if max_bytes is None else max_bytes
+        if len(data) > limit:
+            raise SessionFileError(f"get {path}: larger than {limit} bytes")
         return data
 
     async def list_files(self, path: str = ".") -> list[FileEntry]:
+        self._check_open()
         folder = self._path(path)
         prefix = "" if folder == "." else folder + "/"
         names: dict[str, FileEntry] = {}
@@ -280,10 +354,12 @@ class ScriptedSession:
                 )
         for made in self.folders:
             if made.startswith(prefix) and "/" not in made[len(prefix) :]:
-                names.setdefault(made[len(prefix) :], FileEntry(name=made, kind="folder", size=0))
+                name = made[len(prefix) :]
+                names.setdefault(name, FileEntry(name=name, kind="folder", size=0))
         return [names[name] for name in sorted(names)]
 
     async def stat_file(self, path: str) -> FileEntry | None:
+        self._check_open()
         target = self._path(path)
         if target in self.files:
             return FileEntry(
@@ -294,6 +370,7 @@ class ScriptedSession:
         return None
 
     async def remove_file(self, path: str) -> None:
+        self._check_open()
         target = self._path(path)
         if await self.stat_file(target) is None:
             raise SessionFileNotFoundError(f"remove {target}: no such file")
@@ -306,16 +383,19 @@ class ScriptedSession:
         }
 
     async def rename_file(self, source: str, target: str) -> None:
+        self._check_open()
         origin, destination = self._path(source), self._path(target)
         if origin not in self.files:
             raise SessionFileNotFoundError(f"rename {origin}: no such file")
         self.files[destination] = self.files.pop(origin)
 
     async def make_dir(self, path: str) -> bool:
+        """Make a folder and its missing parents; False when it existed."""
         folder = self._path(path)
         if await self.stat_file(folder) is not None:
             return False
-        self.folders.add(folder)
+        parts = folder.split("/")
+        self.folders.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
         return True
 
     # -- commands ---------------------------------------------------------------------------
@@ -328,9 +408,17 @@ class ScriptedSession:
         cwd: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
     ) -> _ScriptedRunningCommand:
+        if not command.strip():
+            raise EmptyCodeError()
+        if cwd is not None:
+            self._path(cwd)
+        if timeout is not None and not 0 < timeout <= 86_400:
+            raise UserError(f"timeout must be > 0 and at most a day (got {timeout})")
         self._check_open()
+        self.commands_run.append(RecordedCommand(command, env, cwd, timeout))
         for marker, scripted in self.commands.items():
             if marker in command:
+                self._used_commands.add(marker)
                 return _ScriptedRunningCommand(
                     CommandResult(
                         id=secrets.token_hex(6),
@@ -338,9 +426,10 @@ class ScriptedSession:
                         stdout=scripted.stdout,
                         stderr=scripted.stderr,
                         timed_out=scripted.timed_out,
+                        signal=scripted.signal,
                     )
                 )
-        raise AssertionError(f"ScriptedSession has no command for:\n{command}")
+        self._fail(f"ScriptedSession has no command for:\n{command}")
 
     async def run_command(
         self,
@@ -355,6 +444,6 @@ class ScriptedSession:
 
     def _check_open(self) -> None:
         if not self.started:
-            raise AssertionError("ScriptedSession used before start()")
-        if self._closed:
-            raise SessionClosedError("The session is closed: it was closed")
+            self._fail("ScriptedSession used before start()")
+        if self._closed_by is not None:
+            raise self._closed_by
