@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -78,12 +79,14 @@ def test_solve_reads_a_csv_and_saves_the_plot(
     assert png_size(plot.read_bytes()) == (120, 80)
     [run] = json.loads(completed.stdout)["runs"]
     assert run["stdout"] == CSV_SUMMARY
+    # As `run --json` prints a run: the file's bytes as base64 (it is under INLINE_BYTES).
     assert run["artifacts"] == [
         {
             "name": "plot.png",
             "size": plot.stat().st_size,
             "media_type": "image/png",
             "path": str(plot),
+            "data_base64": base64.b64encode(plot.read_bytes()).decode(),
         }
     ]
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
