@@ -17,6 +17,10 @@ class ExitCode(enum.IntEnum):
     NOT_SOLVED = 1
     """``solve``: the crew did not answer; ``suite run``: tasks failed or regressed;
     ``suite evaluate``: samples left without a verdict (the sandbox failed)."""
+    CHECK_FAILED = 1
+    """``doctor``: a check failed (Docker unreachable is 3)."""
+    SESSION_ENDED = 1
+    """``repl``: the session ended on its own (idle timeout, lifetime, its container lost)."""
     USAGE = 2
     """Bad flags or configuration: no or unknown model, bad key or URL, missing image."""
     INFRASTRUCTURE = 3
@@ -28,7 +32,7 @@ class ExitCode(enum.IntEnum):
     RUN_OUT_OF_MEMORY = 137
     """``run``: the program was killed for exceeding its memory limit (128 + SIGKILL)."""
     INTERRUPTED = 130
-    """Ctrl-C or SIGTERM (128 + SIGINT)."""
+    """Ctrl-C or SIGTERM (128 + SIGINT), every command: the REPL and the servers too."""
 
 
 RUN_COMMAND = "run"

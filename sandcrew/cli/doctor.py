@@ -16,6 +16,7 @@ from rich.text import Text
 
 import sandcrew
 from sandcrew.cli import _options as options, _output
+from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.crew import CrewSettings
 from sandcrew.errors import SandcrewError
 from sandcrew.sandbox import (
@@ -151,7 +152,7 @@ def doctor(
     except SandcrewError as error:
         checks.append(Check("docker engine", False, str(error)))
         _show(console, checks, as_json=as_json)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ExitCode.INFRASTRUCTURE) from None
     info: dict[str, Any] = client.info()
     checks.append(
         Check(
@@ -194,7 +195,7 @@ def doctor(
         checks.extend(_self_test(test_image))
     _show(console, checks, as_json=as_json)
     if not all(check.ok for check in checks):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
 _SETTINGS_ALWAYS_SHOWN = (

@@ -27,6 +27,7 @@ from typing import Annotated
 import typer
 
 from sandcrew.cli import _options as options, _output
+from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._files import files_from_paths
 from sandcrew.cli._output import is_terminal
 from sandcrew.cli._terminal import UntrustedWriter, reset_attributes
@@ -58,7 +59,6 @@ _PROMPTS = {
     "javascript": ("js [{count}]> ", "... "),
 }
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
-_TERMINATED_EXIT = 128 + signal.SIGTERM
 
 
 def repl(
@@ -173,7 +173,7 @@ def _loop(runner: asyncio.Runner, session: Session, images: Path, *, interactive
             print("\nKeyboardInterrupt", file=sys.stderr)
             continue
         if code is None:
-            return 0
+            return ExitCode.OK
         if not code.strip():
             continue
         try:
@@ -181,7 +181,7 @@ def _loop(runner: asyncio.Runner, session: Session, images: Path, *, interactive
                 result = runner.run(_run_cell(session, code))
         except SessionClosedError as closed:
             _status(str(closed), style="red")
-            return 1
+            return ExitCode.SESSION_ENDED
         _show(result, count, images, tag)
         count = (result.execution_count or count) + 1
 
@@ -270,7 +270,7 @@ async def _run_cell(session: Session, code: str) -> CellResult:
         return await session.run(code, on_output=show)
     except asyncio.CancelledError:
         if terminated:
-            raise SystemExit(_TERMINATED_EXIT) from None
+            raise SystemExit(ExitCode.INTERRUPTED) from None
         raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
@@ -366,7 +366,7 @@ class _TerminateAsExit:
 
     @staticmethod
     def _exit(number: int, frame: FrameType | None) -> None:
-        raise SystemExit(_TERMINATED_EXIT)
+        raise SystemExit(ExitCode.INTERRUPTED)
 
     @classmethod
     def install(cls) -> None:
