@@ -9,7 +9,8 @@ Environment: ``SANDCREW_MODE``, ``SANDCREW_MAX_ROUNDS``, ``SANDCREW_TOKEN_BUDGET
 ``SANDCREW_SANDBOX__TIMEOUT``), and ``SANDCREW_CONFIG`` (the file's path). Without
 ``SANDCREW_CONFIG`` or ``--config``, ``~/.config/sandcrew/config.toml`` is read when it exists.
 
-The file holds the same keys as ``CrewSettings``::
+The file holds the keys of :class:`AppSettings` (the crew's at the top level, then a
+table for the sandbox, sessions, the MCP server and suites)::
 
     mode = "workflow"
     max_rounds = 20
@@ -21,6 +22,12 @@ The file holds the same keys as ``CrewSettings``::
     reviewer = "gpt-4o-mini"
     [sandbox]
     timeout = 10
+    [sessions]
+    cell_timeout = 60
+    [mcp]
+    max_sessions = 8
+    [suites]
+    concurrency = 4
 """
 
 from __future__ import annotations
@@ -31,8 +38,9 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from pydantic import Field
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -42,8 +50,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from sandcrew.core._settings_model import SettingsModel
 from sandcrew.crew import CrewSettings
 from sandcrew.errors import ConfigurationError, InvalidSettings
+from sandcrew.sandbox import SessionLimits
 
 DEFAULT_CONFIG_PATH = Path("~/.config/sandcrew/config.toml")
 
@@ -79,8 +89,62 @@ class _OpenAIEnvironment(PydanticBaseSettingsSource):
         return {"endpoint": endpoint} if endpoint else {}
 
 
-class _LoadedSettings(BaseSettings, CrewSettings):
-    """CrewSettings filled from every source; an instance *is* a ``CrewSettings``."""
+class SessionSettings(SessionLimits):
+    """The ``[sessions]`` table: :class:`~sandcrew.sandbox.SessionLimits` of every session
+    the product opens (``repl``, ``solve --session``, the MCP and E2B servers override some
+    with their own flags). ``max_sessions`` is the process's session cap."""
+
+
+class McpSettings(SettingsModel):
+    """The ``[mcp]`` table: what the MCP server allows its clients; its flags override these."""
+
+    settings_title: ClassVar[str] = "MCP server settings"
+
+    max_sessions: int = Field(default=4, ge=0, le=1000)
+    """Sessions one client may hold open at once (0: no session tools)."""
+    max_sessions_total: int = Field(default=32, ge=1, le=10_000)
+    """Sessions all clients together may hold: the server process's session cap."""
+    session_idle_timeout: float = Field(default=600.0, gt=0, le=86_400)
+    """Seconds a session may go without a call before it is closed."""
+    session_lifetime: float = Field(default=3600.0, gt=0, le=7 * 86_400)
+    """Seconds after which a session is closed, however busy."""
+    client_idle_timeout: float = Field(default=60.0, gt=0, le=86_400)
+    """Over HTTP: seconds a client's MCP session may go with no request in flight and no open
+    event stream before it ends (a client killed without its DELETE), closing its sessions."""
+    max_pending_per_client: int = Field(default=8, ge=1, le=10_000)
+    """Tool calls one client may have running or waiting at once."""
+    max_pending: int = Field(default=32, ge=1, le=100_000)
+    """Tool calls all clients together may have running or waiting at once."""
+    max_file_bytes: int = Field(default=8 * 1024 * 1024, ge=1, le=1024**3)
+    """Largest file a client may put into or get from a session (it travels as JSON)."""
+
+
+class SuiteSettings(SettingsModel):
+    """The ``[suites]`` table: defaults of ``suite run`` and ``suite evaluate``."""
+
+    settings_title: ClassVar[str] = "suite settings"
+
+    concurrency: int | None = Field(default=None, ge=1, le=10_000)
+    """Tasks (or samples) at once; ``None``: one per core (on Ray, one chunk per CPU)."""
+    evaluate_timeout: float = Field(default=3.0, gt=0, le=86_400)
+    """``suite evaluate``: seconds a sample's check may run, for problems that set none."""
+    time_floor: float = Field(default=1.0, gt=0, le=86_400)
+    """``suite evaluate --time-factor``: the least limit, seconds."""
+    confirm_timeouts: bool = True
+    """``suite evaluate``: check a sample that timed out once more, alone, before it counts."""
+
+
+class AppSettings(CrewSettings):
+    """The application's settings root: the crew's keys at the top level (as they always
+    were), and the tables ``[sandbox]``, ``[sessions]``, ``[mcp]`` and ``[suites]``."""
+
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    suites: SuiteSettings = Field(default_factory=SuiteSettings)
+
+
+class _LoadedSettings(BaseSettings, AppSettings):
+    """AppSettings filled from every source; an instance *is* an ``AppSettings``."""
 
     model_config = SettingsConfigDict(
         frozen=True,
@@ -151,9 +215,9 @@ def without_unset(flags: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def load_crew_settings(
+def load_settings(
     flags: Mapping[str, Any] | None = None, *, config_path: Path | None = None
-) -> CrewSettings:
+) -> AppSettings:
     """Settings from flags (``None`` = not given), environment, config file and defaults."""
     given = without_unset(flags or {})
     path = config_file_path(config_path)

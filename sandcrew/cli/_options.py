@@ -15,7 +15,7 @@ import typer
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewMode, CrewSettings
 from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig
-from sandcrew.settings import DEFAULT_CONFIG_PATH, load_crew_settings
+from sandcrew.settings import DEFAULT_CONFIG_PATH, AppSettings, load_settings
 
 
 def _default(model: type[Any], field: str) -> Any:
@@ -191,9 +191,15 @@ def flags_from_options(
     token_budget: int | None = None,
     time_budget: float | None = None,
     sandbox: dict[str, Any] | None = None,
+    sessions: dict[str, Any] | None = None,
+    mcp: dict[str, Any] | None = None,
+    suites: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The one place where command-line options become settings fields (every command)."""
     return {
+        "sessions": sessions or {},
+        "mcp": mcp or {},
+        "suites": suites or {},
         "endpoint": {
             "model": model,
             "base_url": base_url,
@@ -209,6 +215,6 @@ def flags_from_options(
     }
 
 
-def settings_from_options(*, config: Path | None = None, **given: Any) -> CrewSettings:
+def settings_from_options(*, config: Path | None = None, **given: Any) -> AppSettings:
     """Settings from the options of any command (see :func:`flags_from_options`)."""
-    return load_crew_settings(flags_from_options(**given), config_path=config)
+    return load_settings(flags_from_options(**given), config_path=config)

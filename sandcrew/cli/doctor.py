@@ -32,7 +32,7 @@ from sandcrew.sandbox import (
     docker_endpoint,
     list_images,
 )
-from sandcrew.settings import DEFAULT, describe_settings, load_crew_settings
+from sandcrew.settings import DEFAULT, describe_settings, load_settings
 
 # Runs inside a sandbox container and reports what the kernel really enforces.
 SELF_TEST_PROGRAM = r"""
@@ -138,7 +138,7 @@ def doctor(
     sandbox's security in a real container."""
     console = _output.console()
     flags = options.flags_from_options(model=model, base_url=base_url)
-    settings = load_crew_settings(flags, config_path=config)
+    settings = load_settings(flags, config_path=config)
     checks = [
         Check("python", True, f"{platform.python_version()}, sandcrew {sandcrew.__version__}"),
         *_settings_checks(settings, flags, config),

@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from sandcrew import mcp_defaults as defaults
 from sandcrew.cli import _options as options
 from sandcrew.cli._errors import Interrupted
 from sandcrew.errors import ConfigurationError
+from sandcrew.settings import McpSettings
 
 
 def mcp(
@@ -49,7 +49,7 @@ def mcp(
         typer.Option(
             min=0,
             help="Sessions one client may hold open at once (0: no session tools).",
-            show_default=f"{defaults.MAX_SESSIONS}",
+            show_default=_shown("max_sessions"),
         ),
     ] = None,
     session_idle_timeout: Annotated[
@@ -57,7 +57,7 @@ def mcp(
         typer.Option(
             min=1,
             help="Close a session after this many seconds without a call.",
-            show_default=f"{defaults.SESSION_IDLE_TIMEOUT:g}",
+            show_default=_shown("session_idle_timeout"),
         ),
     ] = None,
     session_lifetime: Annotated[
@@ -65,18 +65,27 @@ def mcp(
         typer.Option(
             min=1,
             help="Close a session this many seconds after it started.",
-            show_default=f"{defaults.SESSION_LIFETIME:g}",
+            show_default=_shown("session_lifetime"),
+        ),
+    ] = None,
+    max_sessions_total: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Sessions all clients together may hold open (the server's session cap).",
+            show_default=_shown("max_sessions_total"),
         ),
     ] = None,
     client_idle_timeout: Annotated[
-        float,
+        float | None,
         typer.Option(
             min=1,
             help="Over HTTP: end a client's MCP session, and close its sessions, after this "
             "many seconds with no request in flight and no open event stream (a client "
             "killed without closing).",
+            show_default=_shown("client_idle_timeout"),
         ),
-    ] = defaults.CLIENT_IDLE_TIMEOUT,
+    ] = None,
     auth_token: Annotated[
         str | None,
         typer.Option(
@@ -91,7 +100,7 @@ def mcp(
         typer.Option(
             min=1,
             help="Tool calls one client may have running or waiting at once.",
-            show_default=f"{defaults.MAX_PENDING_PER_CLIENT}",
+            show_default=_shown("max_pending_per_client"),
         ),
     ] = None,
     max_queued: Annotated[
@@ -99,7 +108,7 @@ def mcp(
         typer.Option(
             min=1,
             help="Tool calls all clients together may have running or waiting at once.",
-            show_default=f"{defaults.MAX_PENDING}",
+            show_default=_shown("max_pending"),
         ),
     ] = None,
     model: options.Model = None,
@@ -120,19 +129,26 @@ def mcp(
         model=model,
         base_url=base_url,
         sandbox=options.sandbox_flags(run_timeout=timeout, memory=memory, image=image),
+        mcp={
+            "max_sessions": max_sessions,
+            "max_sessions_total": max_sessions_total,
+            "session_idle_timeout": session_idle_timeout,
+            "session_lifetime": session_lifetime,
+            "client_idle_timeout": client_idle_timeout,
+            "max_pending_per_client": max_queued_per_client,
+            "max_pending": max_queued,
+        },
     )
     with_solve = settings.endpoint.configured
 
     # The optional SDK: imported only for this command.
     from sandcrew.cli._terminal import log_to_stderr
-    from sandcrew.mcp import QueueLimits, serve
+    from sandcrew.mcp import serve
     from sandcrew.mcp._http import check_auth_token
 
     log_to_stderr()
     if transport != "stdio":
         check_auth_token(auth_token, host=host)
-    given = {"per_client": max_queued_per_client, "total": max_queued}
-    queue_bounds = {name: value for name, value in given.items() if value is not None}
     serving = serve(
         settings,
         allow_network=allow_network,
@@ -140,12 +156,7 @@ def mcp(
         host=host,
         port=port,
         with_solve=with_solve,
-        max_sessions=max_sessions,
-        session_idle_timeout=session_idle_timeout,
-        session_lifetime=session_lifetime,
         auth_token=auth_token,
-        client_idle_timeout=client_idle_timeout,
-        queue=QueueLimits(**queue_bounds),
         on_listening=_say_listening,
     )
     try:
@@ -159,3 +170,8 @@ def mcp(
 
 def _say_listening(url: str) -> None:
     print(f"listening on {url}", file=sys.stderr, flush=True)
+
+
+def _shown(name: str) -> str:
+    """The ``[mcp]`` setting's default, as ``--help`` shows it."""
+    return f"{McpSettings.model_fields[name].default:g}"

@@ -113,9 +113,10 @@ def repl(
             allow_hosts=allow_host,
             secret_headers=secret_header,
         ),
+        sessions={"cell_timeout": timeout},
     )
     inputs = files_from_paths(file or [])
-    limits = SessionLimits() if timeout is None else SessionLimits(cell_timeout=timeout)
+    limits = settings.sessions
     interactive = is_terminal(sys.stdin)
     if interactive:
         import readline  # noqa: F401  (line editing and history for input())

@@ -26,9 +26,10 @@ from sandcrew.cli._preflight import check_before_solving
 from sandcrew.cli._terminal import visible_controls, write_untrusted
 from sandcrew.cli.run import artifact_lines
 from sandcrew.core import counted
-from sandcrew.crew import CrewResult, CrewSettings, SessionSandbox, solve_task
+from sandcrew.crew import CrewResult, SessionSandbox, solve_task
 from sandcrew.errors import InfrastructureError, UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, load_input_files
+from sandcrew.settings import AppSettings
 from sandcrew.transcript import TranscriptWriter
 
 
@@ -202,12 +203,12 @@ def solve(
 
 
 async def _solve(
-    task: str, settings: CrewSettings, *, in_session: bool, **options: Any
+    task: str, settings: AppSettings, *, in_session: bool, **options: Any
 ) -> CrewResult:
     """The crew's solve; with ``in_session``, on one session that ends with the chat."""
     if not in_session:
         return await solve_task(task, settings, **options)
-    chat_sandbox = SessionSandbox(DockerSandbox(settings.sandbox))
+    chat_sandbox = SessionSandbox(DockerSandbox(settings.sandbox), limits=settings.sessions)
     try:
         return await solve_task(task, settings, sandbox=chat_sandbox, **options)
     finally:

@@ -156,6 +156,7 @@ def run(
         token_budget=token_budget,
         time_budget=time_budget,
         request_timeout=request_timeout,
+        suites={"concurrency": concurrency},
         sandbox=options.sandbox_flags(
             run_timeout=run_timeout, allow_hosts=allow_host, secret_headers=secret_header
         ),
@@ -206,7 +207,7 @@ def run(
 
     console = _output.console()
     final, interrupted = _run_with_progress(
-        selected, chosen_solver, task_executor, concurrency, sandbox_config
+        selected, chosen_solver, task_executor, settings.suites.concurrency, sandbox_config
     )
     if run_model is not None:
         final = final.model_copy(update={"model": run_model})

@@ -26,6 +26,7 @@ from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.cli._preflight import check_sandbox_image
 from sandcrew.core import counted
+from sandcrew.settings import SuiteSettings
 from sandcrew.suites import Isolation
 
 if TYPE_CHECKING:
@@ -115,9 +116,12 @@ def evaluate(
         ),
     ] = None,
     timeout: Annotated[
-        float,
-        typer.Option(help="Seconds each sample's check may run, for problems that set none."),
-    ] = 3.0,
+        float | None,
+        typer.Option(
+            help="Seconds each sample's check may run, for problems that set none.",
+            show_default=_suite_default("evaluate_timeout"),
+        ),
+    ] = None,
     time_factor: Annotated[
         float | None,
         typer.Option(
@@ -127,15 +131,20 @@ def evaluate(
         ),
     ] = None,
     time_floor: Annotated[
-        float,
-        typer.Option(help="The least limit of --time-factor, seconds."),
-    ] = 1.0,
-    confirm_timeouts: Annotated[
-        bool,
+        float | None,
         typer.Option(
-            help="Check a sample that timed out once more, alone, before its timeout counts."
+            help="The least limit of --time-factor, seconds.",
+            show_default=_suite_default("time_floor"),
         ),
-    ] = True,
+    ] = None,
+    confirm_timeouts: Annotated[
+        bool | None,
+        typer.Option(
+            "--confirm-timeouts/--no-confirm-timeouts",
+            help="Check a sample that timed out once more, alone, before its timeout counts.",
+            show_default=_suite_default("confirm_timeouts"),
+        ),
+    ] = None,
     ignore_incomplete: Annotated[
         bool, typer.Option(help="Allow problems without samples (pass@k over the attempted).")
     ] = False,
@@ -150,8 +159,17 @@ def evaluate(
     from sandcrew.suites._pass_at_k import parse_ks
 
     ks = parse_ks(k)
-    relative = RelativeTimeLimit(time_factor, time_floor) if time_factor is not None else None
-    settings = options.settings_from_options(config=config)
+    settings = options.settings_from_options(
+        config=config,
+        suites={
+            "concurrency": concurrency,
+            "evaluate_timeout": timeout,
+            "time_floor": time_floor,
+            "confirm_timeouts": confirm_timeouts,
+        },
+    )
+    table = settings.suites
+    relative = RelativeTimeLimit(time_factor, table.time_floor) if time_factor is not None else None
     checks_executor = make_executor(executor, address, isolation, chunk_size)
     if executor is ExecutorName.LOCAL:
         # As `suite run`: a missing image is a setup problem (2), said before any sample runs
@@ -165,10 +183,10 @@ def evaluate(
                     samples,
                     problems_path=problems,
                     ks=ks,
-                    concurrency=concurrency,
-                    check_timeout=timeout,
+                    concurrency=table.concurrency,
+                    check_timeout=table.evaluate_timeout,
                     relative_limit=relative,
-                    confirm_timeouts=confirm_timeouts,
+                    confirm_timeouts=table.confirm_timeouts,
                     ignore_incomplete=ignore_incomplete,
                     executor=checks_executor,
                     sandbox_config=settings.sandbox,
@@ -321,3 +339,9 @@ def _print_summary(console: Console, evaluation: Evaluation) -> None:
     for k in evaluation.pass_at_k.skipped:
         console.print(f"pass@{k}: skipped (some task has fewer than {k} samples)", highlight=False)
     console.print(f"Results: {escape(str(evaluation.results_path))}", highlight=False)
+
+
+def _suite_default(name: str) -> str:
+    """The ``[suites]`` setting's default, as ``--help`` shows it."""
+    value = SuiteSettings.model_fields[name].default
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}"

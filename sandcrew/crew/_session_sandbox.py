@@ -39,15 +39,19 @@ class SessionSandbox:
     """
 
     def __init__(
-        self, sandbox: SandboxWithSessions, *, config: SandboxConfig | None = None
+        self,
+        sandbox: SandboxWithSessions,
+        *,
+        config: SandboxConfig | None = None,
+        limits: SessionLimits | None = None,
     ) -> None:
         if config is None:
             config = sandbox.config if isinstance(sandbox, DockerSandbox) else SandboxConfig()
         self._sandbox = sandbox
         self._config = config
-        self._cells = LazySession(
-            sandbox, "python", limits=SessionLimits(cell_timeout=config.timeout)
-        )
+        # A cell's limit is a run's (the runner's contract); the rest is the [sessions] table.
+        limits = (limits or SessionLimits()).model_copy(update={"cell_timeout": config.timeout})
+        self._cells = LazySession(sandbox, "python", limits=limits)
         self._files_put: set[str] = set()
         self._turn = asyncio.Lock()
 

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandcrew.mcp_defaults import MAX_PENDING, MAX_PENDING_PER_CLIENT
+from sandcrew.settings import McpSettings
+
+_MCP = McpSettings.model_fields
 
 
 class QueueLimits(BaseModel):
@@ -21,10 +23,14 @@ class QueueLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    per_client: int = Field(default=MAX_PENDING_PER_CLIENT, ge=1)
+    per_client: int = Field(default=_MCP["max_pending_per_client"].default, ge=1)
     """Of one client (an MCP session over HTTP; the one client over stdio)."""
-    total: int = Field(default=MAX_PENDING, ge=1)
+    total: int = Field(default=_MCP["max_pending"].default, ge=1)
     """Of every client together."""
+
+    @classmethod
+    def of(cls, settings: McpSettings) -> QueueLimits:
+        return cls(per_client=settings.max_pending_per_client, total=settings.max_pending)
 
 
 class QueueFull(Exception):

@@ -30,7 +30,6 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from sandcrew.core import ConfigurationError, SandcrewError, UserError
-from sandcrew.crew import CrewSettings
 from sandcrew.functions import FunctionTool, ToolResult
 from sandcrew.mcp._admission import Admission, QueueFull, QueueLimits
 from sandcrew.mcp._http import (
@@ -43,8 +42,8 @@ from sandcrew.mcp._http import (
 from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
-from sandcrew.mcp_defaults import CLIENT_IDLE_TIMEOUT
 from sandcrew.sandbox import CodeTooLargeError
+from sandcrew.settings import AppSettings
 
 Transport = Literal["stdio", "streamable-http"]
 
@@ -190,38 +189,29 @@ def _progress_reporter(ctx: ServerRequestContext[Any]) -> Any:
     return report
 
 
-def limits_of(
-    settings: CrewSettings,
-    *,
-    allow_network: bool,
-    max_sessions: int | None = None,
-    session_idle_timeout: float | None = None,
-    session_lifetime: float | None = None,
-) -> ServerLimits:
-    """The server's limits: its sandbox settings' timeout and memory are the ceilings.
-
-    The session caps left ``None`` keep :class:`ServerLimits`' defaults.
-    """
+def limits_of(settings: AppSettings, *, allow_network: bool) -> ServerLimits:
+    """The server's limits: its sandbox settings' timeout and memory are the ceilings; the
+    session caps are the ``[mcp]`` table's (its flags included)."""
     if settings.sandbox.memory_bytes < MIN_MEMORY_MIB * MIB:
         raise ConfigurationError(
             f"the MCP server needs a memory limit of at least {MIN_MEMORY_MIB}m "
             f"(got {settings.sandbox.memory_bytes} bytes)"
         )
-    caps: dict[str, Any] = {
-        "max_sessions": max_sessions,
-        "session_idle_timeout": session_idle_timeout,
-        "session_lifetime": session_lifetime,
-    }
+    if settings.mcp.max_sessions > settings.mcp.max_sessions_total:
+        raise ConfigurationError(
+            f"--max-sessions ({settings.mcp.max_sessions}, per client) is more than "
+            f"--max-sessions-total ({settings.mcp.max_sessions_total}, all clients)"
+        )
     return ServerLimits(
         max_timeout=settings.sandbox.timeout,
         max_memory_bytes=settings.sandbox.memory_bytes,
         allow_network=allow_network,
-        **{name: value for name, value in caps.items() if value is not None},
+        sessions=settings.mcp,
     )
 
 
 async def serve(
-    settings: CrewSettings,
+    settings: AppSettings,
     *,
     allow_network: bool = False,
     transport: Transport = "stdio",
@@ -229,11 +219,6 @@ async def serve(
     port: int = 8000,
     with_solve: bool = False,
     auth_token: str | None = None,
-    queue: QueueLimits | None = None,
-    max_sessions: int | None = None,
-    session_idle_timeout: float | None = None,
-    session_lifetime: float | None = None,
-    client_idle_timeout: float = CLIENT_IDLE_TIMEOUT,
     on_listening: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until the client goes away (stdio) or the process is told to stop.
@@ -247,15 +232,11 @@ async def serve(
     """
     if transport != "stdio":
         check_auth_token(auth_token, host=host)
-    limits = limits_of(
-        settings,
-        allow_network=allow_network,
-        max_sessions=max_sessions,
-        session_idle_timeout=session_idle_timeout,
-        session_lifetime=session_lifetime,
+    limits = limits_of(settings, allow_network=allow_network)
+    toolbox = SandboxToolbox(settings, limits, session_limits=settings.sessions)
+    server = build_server(
+        toolbox, limits, with_solve=with_solve, queue=QueueLimits.of(settings.mcp)
     )
-    toolbox = SandboxToolbox(settings, limits)
-    server = build_server(toolbox, limits, with_solve=with_solve, queue=queue)
     loop = asyncio.get_running_loop()
     if transport == "stdio":
         serving = asyncio.ensure_future(_run_stdio(server))
@@ -270,7 +251,7 @@ async def serve(
                 settings.sandbox.max_code_bytes, settings.sandbox.max_input_bytes
             ),
             on_listening=on_listening,
-            client_idle_timeout=client_idle_timeout,
+            client_idle_timeout=settings.mcp.client_idle_timeout,
         )
         # uvicorn takes SIGTERM and SIGINT while it serves (see _HttpServer.handle_exit).
         serving = asyncio.ensure_future(http.serve())

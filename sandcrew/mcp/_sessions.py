@@ -33,12 +33,10 @@ from sandcrew.sandbox import (
     OutputEvent,
     Sandbox,
     Session,
+    SessionLimitError,
     SessionLimits,
     SupportsSessions,
 )
-
-MAX_FILE_BYTES = 8 * 1024 * 1024
-"""Largest file a client may put into or get from a session."""
 
 OutputReporter = Callable[[OutputEvent], Awaitable[None]]
 
@@ -60,14 +58,25 @@ class _Entry:
 class ClientSessions:
     """Sessions of the server's clients, keyed by an id and owned by a connection."""
 
-    def __init__(self, sandbox: Callable[[], Sandbox], limits: ServerLimits) -> None:
+    def __init__(
+        self,
+        sandbox: Callable[[], Sandbox],
+        limits: ServerLimits,
+        session_limits: SessionLimits | None = None,
+    ) -> None:
         self._sandbox = sandbox
         self._limits = limits
-        self._session_limits = SessionLimits(
-            cell_timeout=limits.max_timeout,
-            idle_timeout=limits.session_idle_timeout,
-            max_lifetime=limits.session_lifetime,
-            max_file_bytes=MAX_FILE_BYTES,
+        caps = limits.sessions
+        # The [sessions] table, with what the server decides: its ceilings and its caps (the
+        # total of all clients is the process's session cap).
+        self._session_limits = (session_limits or SessionLimits()).model_copy(
+            update={
+                "cell_timeout": limits.max_timeout,
+                "idle_timeout": caps.session_idle_timeout,
+                "max_lifetime": caps.session_lifetime,
+                "max_file_bytes": caps.max_file_bytes,
+                "max_sessions": caps.max_sessions_total,
+            }
         )
         self._entries: dict[str, _Entry] = {}
         self._closing = False
@@ -107,7 +116,7 @@ class ClientSessions:
         if self._closing:
             raise UserError("the server is stopping; no new sessions")
         held = self._of(owner)
-        if len(held) >= self._limits.max_sessions:
+        if len(held) >= self._limits.sessions.max_sessions:
             raise UserError(
                 f"this client already holds {len(held)} sessions, the server's limit; "
                 f"close one with session_close (open: {', '.join(held)})"
@@ -116,7 +125,13 @@ class ClientSessions:
         if not isinstance(sandbox, SupportsSessions):
             raise UserError("this server's sandbox holds no sessions; use run_code")
         session = sandbox.session(language, limits=self._session_limits)
-        await session.start()
+        try:
+            await session.start()
+        except SessionLimitError:
+            raise UserError(
+                f"the server holds {self._session_limits.max_sessions} sessions for all its "
+                "clients, its limit: close one of yours with session_close, or try again later"
+            ) from None
         key = secrets.token_hex(8)
         entry = self._entries[key] = _Entry(session, owner)
         return self._info(key, entry)
@@ -169,7 +184,8 @@ class ClientSessions:
         return Done()
 
     async def get_file(self, owner: object, session_id: str, name: str) -> FileResult:
-        data = await self._entry(owner, session_id).session.get_file(name, max_bytes=MAX_FILE_BYTES)
+        largest = self._limits.sessions.max_file_bytes
+        data = await self._entry(owner, session_id).session.get_file(name, max_bytes=largest)
         try:
             return FileResult(name=name, size=len(data), text=data.decode(), data_base64=None)
         except UnicodeDecodeError:
@@ -196,7 +212,7 @@ class ClientSessions:
             )
         return SessionList(
             sessions=[self._info(key, entry) for key, entry in self._of(owner).items()],
-            max_sessions=self._limits.max_sessions,
+            max_sessions=self._limits.sessions.max_sessions,
         )
 
     async def close_owner(self, owner: object) -> None:

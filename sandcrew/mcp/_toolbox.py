@@ -32,6 +32,7 @@ from sandcrew.sandbox import (
     OutputEvent,
     Sandbox,
     SandboxConfig,
+    SessionLimits,
 )
 
 P = ParamSpec("P")
@@ -91,6 +92,7 @@ class SandboxToolbox:
         *,
         max_concurrent_runs: int = 8,
         sandbox_factory: Callable[[SandboxConfig], Sandbox] = DockerSandbox,
+        session_limits: SessionLimits | None = None,
     ) -> None:
         self._settings = settings
         self._limits = limits
@@ -99,7 +101,9 @@ class SandboxToolbox:
         self._runs: set[asyncio.Task[ExecutionResult]] = set()
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._sessions = ClientSessions(
-            lambda: self._sandbox(limits.max_memory_bytes, False), limits
+            lambda: self._sandbox(limits.max_memory_bytes, False),
+            limits,
+            session_limits,
         )
         self._watched: list[object] = []
 

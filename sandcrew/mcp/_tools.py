@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandcrew.crew import CrewResult
 from sandcrew.functions import FunctionTool, function
-from sandcrew.mcp_defaults import MAX_SESSIONS, SESSION_IDLE_TIMEOUT, SESSION_LIFETIME
 from sandcrew.sandbox import CellResult, ExecutionResult, FileEntry
+from sandcrew.settings import McpSettings
 
 MIB = 1024 * 1024
 MIN_MEMORY_MIB = 16
@@ -33,12 +33,8 @@ class ServerLimits(BaseModel):
     """Largest memory limit of one run; also the default."""
     allow_network: bool = False
     """Whether a client may ask for network access (runs are offline unless asked)."""
-    max_sessions: int = Field(default=MAX_SESSIONS, ge=0, le=1000)
-    """Sessions one client connection may hold open at once (0: no session tools)."""
-    session_idle_timeout: float = Field(default=SESSION_IDLE_TIMEOUT, gt=0)
-    """Seconds a session may go without a call before it is closed."""
-    session_lifetime: float = Field(default=SESSION_LIFETIME, gt=0)
-    """Seconds after which a session is closed, however busy."""
+    sessions: McpSettings = Field(default_factory=McpSettings)
+    """The session caps and timeouts (the ``[mcp]`` table and the server's flags)."""
 
 
 class LanguagesResult(BaseModel):
@@ -209,7 +205,7 @@ def tool_contracts(
         return toolbox.list_languages()
 
     tools: list[FunctionTool[..., Any]] = [run_code, list_languages]
-    if limits.max_sessions:
+    if limits.sessions.max_sessions:
         tools += session_contracts(limits, toolbox)
     if with_solve:
 
@@ -237,9 +233,9 @@ def session_contracts(limits: ServerLimits, toolbox: Toolbox) -> list[FunctionTo
     create_description = (
         "Start a session: a live interpreter in a new hardened container, kept between "
         "calls. Variables, imports, the working directory and files persist from one "
-        f"session_run to the next. A client holds at most {limits.max_sessions} sessions; "
-        f"each is closed after {limits.session_idle_timeout:g}s without a call, "
-        f"{limits.session_lifetime:g}s after it started, or when the client disconnects. "
+        f"session_run to the next. A client holds at most {limits.sessions.max_sessions} sessions; "
+        f"each is closed after {limits.sessions.session_idle_timeout:g}s without a call, "
+        f"{limits.sessions.session_lifetime:g}s after it started, or when the client disconnects. "
         "Close it with session_close when done."
     )
 

@@ -10,7 +10,7 @@ from sandcrew.cli._options import MEMORY_DEFAULT, MODEL_DEFAULT, RUN_TIMEOUT_DEF
 from sandcrew.crew import CrewMode
 from sandcrew.errors import ConfigurationError, InvalidSettings
 from sandcrew.sandbox import SandboxConfig
-from sandcrew.settings import describe_settings, load_crew_settings
+from sandcrew.settings import McpSettings, describe_settings, load_settings
 from tests.process import run_cli
 
 CONFIG = """
@@ -43,7 +43,7 @@ def test_flags_beat_environment_beat_file_beat_defaults(
     monkeypatch.setenv("SANDCREW_ENDPOINT__RETRIES", "5")
     flags = {"max_rounds": 11, "endpoint": {"model": None}, "sandbox": {"timeout": 4.0}}
 
-    settings = load_crew_settings(flags, config_path=config_file)
+    settings = load_settings(flags, config_path=config_file)
 
     assert settings.max_rounds == 11  # flag over environment and file
     assert settings.endpoint.model == "from-env"  # environment over file (flag not given)
@@ -70,7 +70,7 @@ def test_bad_values_name_the_setting_and_its_source(
 ) -> None:
     monkeypatch.setenv("SANDCREW_TIME_BUDGET", "inf")
     with pytest.raises(ConfigurationError) as raised:
-        load_crew_settings({"max_rounds": 0}, config_path=config_file)
+        load_settings({"max_rounds": 0}, config_path=config_file)
     message = str(raised.value)
     assert "max_rounds (command line): Input should be greater than or equal to 1" in message
     assert "time_budget (environment): Input should be a finite number" in message
@@ -90,7 +90,7 @@ def test_a_bad_nested_value_is_reported_like_a_top_level_one(
 ) -> None:
     monkeypatch.setenv(variable, "-3")
     with pytest.raises(ConfigurationError) as raised:
-        load_crew_settings(config_path=config_file)
+        load_settings(config_path=config_file)
     assert str(raised.value).startswith("invalid settings: ")
     assert expected in str(raised.value)
 
@@ -111,13 +111,13 @@ def test_unreadable_config_files_are_one_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.toml"
     broken.write_text("max_rounds = [", encoding="utf-8")
     with pytest.raises(ConfigurationError, match="is not valid TOML"):
-        load_crew_settings(config_path=broken)
+        load_settings(config_path=broken)
     with pytest.raises(ConfigurationError, match="config file not found"):
-        load_crew_settings(config_path=tmp_path / "missing.toml")
+        load_settings(config_path=tmp_path / "missing.toml")
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("max_round = 3\n", encoding="utf-8")
     with pytest.raises(ConfigurationError, match=r"max_round .*Extra inputs are not permitted"):
-        load_crew_settings(config_path=unknown)
+        load_settings(config_path=unknown)
 
 
 def test_help_shows_the_defaults_of_the_settings_models() -> None:
@@ -201,3 +201,49 @@ def test_help_lists_choices_and_shows_flags_without_a_type(command: list[str]) -
             assert any(
                 option in line and choices in line for line in completed.stdout.splitlines()
             ), completed.stdout
+
+
+def test_every_table_of_the_root_reads_from_file_environment_and_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "[sessions]\ncell_timeout = 45\nmax_sessions = 5\n"
+        "[mcp]\nmax_sessions = 2\nclient_idle_timeout = 30\n"
+        "[suites]\nconcurrency = 3\nevaluate_timeout = 7\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("SANDCREW_MCP__MAX_SESSIONS_TOTAL", "9")
+
+    settings = load_settings({"suites": {"concurrency": 6}}, config_path=path)
+
+    assert (settings.sessions.cell_timeout, settings.sessions.max_sessions) == (45, 5)
+    assert settings.mcp.max_sessions == 2
+    assert settings.mcp.client_idle_timeout == 30
+    assert settings.mcp.max_sessions_total == 9
+    assert settings.mcp.session_lifetime == McpSettings().session_lifetime
+    assert (settings.suites.concurrency, settings.suites.evaluate_timeout) == (6, 7)
+    listed = {value.name: value.source for value in describe_settings(settings, config_path=path)}
+    assert listed["mcp.max_sessions_total"] == "environment"
+    assert listed["sessions.cell_timeout"].startswith("config file")
+
+
+def test_a_bad_value_in_a_new_table_is_named_with_its_source(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[mcp]\nmax_sessions = -1\n[sessions]\nmax_file_bytes = 0\n", "utf-8")
+
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings(config_path=path)
+
+    message = str(raised.value)
+    assert f"mcp.max_sessions (config file {path}): " in message
+    assert f"sessions.max_file_bytes (config file {path}): " in message
+
+
+def test_the_mcp_server_refuses_a_client_cap_above_the_total() -> None:
+    completed = run_cli("mcp", "--max-sessions", "5", "--max-sessions-total", "2")
+
+    assert completed.returncode == 2
+    assert "--max-sessions (5, per client) is more than --max-sessions-total (2" in (
+        completed.stderr
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import subprocess
 import sys
@@ -317,3 +318,26 @@ async def test_a_session_hands_back_any_file_its_cells_wrote_and_names_a_bad_nam
     assert more["text"] == "+"
     assert "file name '../etc/passwd' is refused" in refusal
     assert "input file" not in refusal  # it is a file of the session, not an input of a run
+
+
+async def test_the_server_s_total_of_sessions_is_its_own_cap_and_told_to_clients() -> None:
+    # Each client may hold one; all of them together two: the third client is told what it
+    # can do (close one of its own, or wait), not a setting it cannot reach.
+    with http_mcp_server("--max-sessions", "1", "--max-sessions-total", "2") as (url, server):
+        async with contextlib.AsyncExitStack() as stack:
+            clients = []
+            for _ in range(3):
+                read, write = await stack.enter_async_context(streamable_http_client(url))
+                client = await stack.enter_async_context(ClientSession(read, write))
+                await client.initialize()
+                clients.append(client)
+            first = await call(clients[0], "session_create")
+            second = await call(clients[1], "session_create")
+            message = await refused(clients[2], "session_create")
+            held = len(session_containers(server.pid))
+
+    assert first["session_id"] != second["session_id"]
+    assert held == 2
+    assert "the server holds 2 sessions for all its clients" in message
+    assert "close one of yours with session_close" in message
+    assert "SessionLimits" not in message

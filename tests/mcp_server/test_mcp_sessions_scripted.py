@@ -15,9 +15,9 @@ import pytest
 from mcp.client import Client
 
 from sandcrew.core import UserError
-from sandcrew.crew import CrewSettings
 from sandcrew.mcp import SandboxToolbox, ServerLimits, build_server, limits_of
 from sandcrew.sandbox import CellError, DisplayOutput, SandboxConfig
+from sandcrew.settings import AppSettings, McpSettings
 from sandcrew.testing import ScriptedCell, ScriptedSandbox, ScriptedSession
 
 MIB = 1024 * 1024
@@ -25,7 +25,7 @@ MAX_TIMEOUT = 20.0
 PNG = b"\x89PNG\r\n\x1a\nscripted figure"
 STATELESS = "2026-07-28"
 """The stateless form of the protocol: calls come on no connection of their own."""
-SETTINGS = CrewSettings(sandbox=SandboxConfig(timeout=MAX_TIMEOUT, memory_bytes=512 * MIB))
+SETTINGS = AppSettings(sandbox=SandboxConfig(timeout=MAX_TIMEOUT, memory_bytes=512 * MIB))
 
 
 class Served:
@@ -46,7 +46,8 @@ class Served:
 @contextlib.asynccontextmanager
 async def served(*sessions: ScriptedSession, max_sessions: int = 4) -> AsyncIterator[Served]:
     sandbox = ScriptedSandbox({}, sessions=sessions)
-    limits = limits_of(SETTINGS, allow_network=False, max_sessions=max_sessions)
+    settings = SETTINGS.model_copy(update={"mcp": McpSettings(max_sessions=max_sessions)})
+    limits = limits_of(settings, allow_network=False)
     async with SandboxToolbox(SETTINGS, limits, sandbox_factory=lambda config: sandbox) as box:
         yield Served(sandbox, box, limits)
 
