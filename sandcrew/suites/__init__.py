@@ -7,22 +7,22 @@ XML and compared with a previous one by :func:`compare_with_baseline`. The
 ``sandcrew suite`` command is a thin shell around these.
 """
 
-from ._baseline import (
+from sandcrew.suites._baseline import (
     BaselineComparison,
     StatusChange,
     baseline_differences,
     compare_with_baseline,
 )
-from ._checks import answer_matches, check_program, numbers_in
-from ._errors import SuiteError
-from ._evaluation import (
+from sandcrew.suites._checks import answer_matches, check_program, numbers_in
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._evaluation import (
     Evaluation,
     RelativeTimeLimit,
     SampleResult,
     evaluate_functional_correctness,
     evaluate_samples,
 )
-from ._executors import (
+from sandcrew.suites._executors import (
     Confirmations,
     Executor,
     Isolation,
@@ -34,9 +34,9 @@ from ._executors import (
     default_concurrency,
     evaluate_task,
 )
-from ._harness import SealedCheck, seal_check
-from ._html import render_html_report, write_html_report
-from ._loading import (
+from sandcrew.suites._harness import SealedCheck, seal_check
+from sandcrew.suites._html import render_html_report, write_html_report
+from sandcrew.suites._loading import (
     HUMANEVAL,
     SuiteInfo,
     list_suites,
@@ -44,18 +44,18 @@ from ._loading import (
     load_suite,
     load_suite_file,
 )
-from ._outcomes import TaskOutcome, TaskResult, TaskStatus
-from ._pass_at_k import PassAtK, estimate_pass_at_k, pass_at_k
-from ._ray_executor import RayExecutor
-from ._reports import (
+from sandcrew.suites._outcomes import TaskOutcome, TaskResult, TaskStatus
+from sandcrew.suites._pass_at_k import PassAtK, estimate_pass_at_k, pass_at_k
+from sandcrew.suites._ray_executor import RayExecutor
+from sandcrew.suites._reports import (
     StatusCounts,
     SuiteReport,
     read_json_report,
     write_json_report,
     write_junit,
 )
-from ._runner import SuiteRecorder, run_suite
-from ._solvers import (
+from sandcrew.suites._runner import SuiteRecorder, run_suite
+from sandcrew.suites._solvers import (
     CanonicalSolver,
     CompletionsSolver,
     CrewSolver,
@@ -63,7 +63,15 @@ from ._solvers import (
     SolverName,
     make_solver,
 )
-from ._tasks import AnswerTask, CodeTask, ExactAnswer, NumberAnswer, RegexAnswer, Suite, Task
+from sandcrew.suites._tasks import (
+    AnswerTask,
+    CodeTask,
+    ExactAnswer,
+    NumberAnswer,
+    RegexAnswer,
+    Suite,
+    Task,
+)
 
 __all__ = [
     "HUMANEVAL",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from ._outcomes import TaskStatus
-from ._reports import SuiteReport
+from sandcrew.suites._outcomes import TaskStatus
+from sandcrew.suites._reports import SuiteReport
 
 
 class StatusChange(BaseModel):

@@ -11,9 +11,9 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
-from ._harness import SealedCheck, seal_check
-from ._outcomes import TaskOutcome, TaskStatus
-from ._tasks import AnswerTask, CodeTask, ExactAnswer, NumberAnswer, RegexAnswer
+from sandcrew.suites._harness import SealedCheck, seal_check
+from sandcrew.suites._outcomes import TaskOutcome, TaskStatus
+from sandcrew.suites._tasks import AnswerTask, CodeTask, ExactAnswer, NumberAnswer, RegexAnswer
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import ExecutionResult, Sandbox

@@ -28,20 +28,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandcrew.errors import InfrastructureError
-
-from ._errors import SuiteError
-from ._executors import (
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._executors import (
     ConfirmingCallback,
     Executor,
     Job,
     LocalExecutor,
     execute_confirming_timeouts,
 )
-from ._loading import HUMANEVAL, _jsonl_records, _validated, load_humaneval, load_suite_file
-from ._outcomes import TaskOutcome, TaskResult, TaskStatus
-from ._pass_at_k import PassAtK, pass_at_k
-from ._solvers import CanonicalSolver, CompletionsSolver
-from ._tasks import CodeTask
+from sandcrew.suites._loading import (
+    HUMANEVAL,
+    _jsonl_records,
+    _validated,
+    load_humaneval,
+    load_suite_file,
+)
+from sandcrew.suites._outcomes import TaskOutcome, TaskResult, TaskStatus
+from sandcrew.suites._pass_at_k import PassAtK, pass_at_k
+from sandcrew.suites._solvers import CanonicalSolver, CompletionsSolver
+from sandcrew.suites._tasks import CodeTask
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from sandcrew.errors import ConfigurationError, ErrorCode, InfrastructureError
-
-from ._errors import SuiteError
-from ._outcomes import TaskOutcome, TaskResult, TaskStatus
-from ._solvers import Solver
-from ._tasks import AnswerTask, CodeTask
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._outcomes import TaskOutcome, TaskResult, TaskStatus
+from sandcrew.suites._solvers import Solver
+from sandcrew.suites._tasks import AnswerTask, CodeTask
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import Sandbox, SandboxConfig

@@ -14,11 +14,10 @@ from pathlib import Path
 
 from sandcrew.core import counted
 from sandcrew.html_page import html_page, meta_line
-
-from ._baseline import BaselineComparison, StatusChange
-from ._errors import SuiteError
-from ._outcomes import TaskResult, TaskStatus
-from ._reports import SuiteReport
+from sandcrew.suites._baseline import BaselineComparison, StatusChange
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._outcomes import TaskResult, TaskStatus
+from sandcrew.suites._reports import SuiteReport
 
 CHART_LIMIT = 60
 """The duration chart shows this many of the slowest tasks."""

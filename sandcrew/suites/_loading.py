@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from ._errors import SuiteError
-from ._tasks import AnswerTask, CodeTask, Suite, Task
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._tasks import AnswerTask, CodeTask, Suite, Task
 
 HUMANEVAL = "humaneval"
 HUMANEVAL_INSTALL = "pip install 'sandcrew[humaneval]'"

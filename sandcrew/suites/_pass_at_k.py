@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import comb
 
-from ._errors import SuiteError
+from sandcrew.suites._errors import SuiteError
 
 
 @dataclass(frozen=True)

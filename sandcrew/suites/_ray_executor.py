@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sandcrew.errors import ConfigurationError, ErrorCode, InfrastructureError
-
-from ._errors import SuiteError
-from ._executors import (
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._executors import (
     Isolation,
     Job,
     JobCallback,
@@ -43,7 +42,7 @@ from ._executors import (
     run_jobs,
     runs_at_once,
 )
-from ._outcomes import TaskResult, TaskStatus
+from sandcrew.suites._outcomes import TaskResult, TaskStatus
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
-from ._errors import SuiteError
-from ._outcomes import TaskResult, TaskStatus
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._outcomes import TaskResult, TaskStatus
 
 REPORT_FORMAT = 1
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sandcrew import __version__
-
-from ._executors import (
+from sandcrew.suites._executors import (
     ConfirmingCallback,
     Executor,
     Job,
@@ -22,10 +21,10 @@ from ._executors import (
     check_concurrency,
     execute_confirming_timeouts,
 )
-from ._outcomes import TaskResult
-from ._reports import SuiteReport
-from ._solvers import Solver
-from ._tasks import Suite
+from sandcrew.suites._outcomes import TaskResult
+from sandcrew.suites._reports import SuiteReport
+from sandcrew.suites._solvers import Solver
+from sandcrew.suites._tasks import Suite
 
 if TYPE_CHECKING:
     from sandcrew.sandbox import SandboxConfig

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._checks import check_answer, run_answer_program, run_code_check
-from ._errors import SuiteError
-from ._outcomes import TaskOutcome, TaskStatus
-from ._tasks import AnswerTask, CodeTask, Suite
+from sandcrew.suites._checks import check_answer, run_answer_program, run_code_check
+from sandcrew.suites._errors import SuiteError
+from sandcrew.suites._outcomes import TaskOutcome, TaskStatus
+from sandcrew.suites._tasks import AnswerTask, CodeTask, Suite
 
 if TYPE_CHECKING:
     from sandcrew.crew import CrewSettings

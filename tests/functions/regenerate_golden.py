@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 if __package__:
-    from .golden_functions import GOLDEN_TOOLS, golden_file_name
+    from tests.functions.golden_functions import GOLDEN_TOOLS, golden_file_name
 else:  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.functions.golden_functions import GOLDEN_TOOLS, golden_file_name

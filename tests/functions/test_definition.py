@@ -16,8 +16,7 @@ from sandcrew.functions import (
     ParameterContract,
     function,
 )
-
-from .golden_functions import (
+from tests.functions.golden_functions import (
     Calculator,
     count_words,
     fetch_status,

@@ -9,9 +9,14 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from .golden_functions import GOLDEN_TOOLS, Calculator, golden_file_name, review_code_block
-from .regenerate_golden import GOLDEN_DIR, render_golden
-from .schema_rules import is_valid, minimal_instance, strict_rule_violations
+from tests.functions.golden_functions import (
+    GOLDEN_TOOLS,
+    Calculator,
+    golden_file_name,
+    review_code_block,
+)
+from tests.functions.regenerate_golden import GOLDEN_DIR, render_golden
+from tests.functions.schema_rules import is_valid, minimal_instance, strict_rule_violations
 
 RENDERINGS = [
     pytest.param(tool, strict, id=golden_file_name(tool, strict))

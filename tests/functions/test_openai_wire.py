@@ -11,7 +11,7 @@ import pytest
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
 
-from .golden_functions import GOLDEN_TOOLS, golden_file_name, review_code_block
+from tests.functions.golden_functions import GOLDEN_TOOLS, golden_file_name, review_code_block
 
 RENDERINGS = [
     pytest.param(tool, strict, id=golden_file_name(tool, strict))

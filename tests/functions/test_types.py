@@ -16,8 +16,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from sandcrew.functions import FunctionTool, function
-
-from .schema_rules import strict_rule_violations
+from tests.functions.schema_rules import strict_rule_violations
 
 NO_DEFAULT = object()
 

@@ -14,8 +14,7 @@ import pytest
 
 from sandcrew.sandbox import DockerSandbox, SandboxConfig
 from sandcrew.sandbox._seccomp import seccomp_profile
-
-from .helpers import our_containers
+from tests.sandbox.helpers import our_containers
 
 pytestmark = pytest.mark.docker
 

@@ -21,9 +21,8 @@ from sandcrew.sandbox._container import is_removal_race, security_options
 from sandcrew.sandbox._deadlines import WATCHDOG_GRACE
 from sandcrew.sandbox._labels import container_labels
 from sandcrew.sandbox._seccomp import ALLOWED_SYSCALLS, DENIED_SYSCALLS, seccomp_profile
-
-from .conftest import IMAGE
-from .helpers import container_exists, our_containers, python_process
+from tests.sandbox.conftest import IMAGE
+from tests.sandbox.helpers import container_exists, our_containers, python_process
 
 pytestmark = pytest.mark.docker
 

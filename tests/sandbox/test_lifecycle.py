@@ -31,9 +31,8 @@ from sandcrew.sandbox._labels import (
     container_labels,
     owner_host,
 )
-
-from .conftest import IMAGE
-from .helpers import container_exists, our_containers, python_process
+from tests.sandbox.conftest import IMAGE
+from tests.sandbox.helpers import container_exists, our_containers, python_process
 
 pytestmark = pytest.mark.docker
 

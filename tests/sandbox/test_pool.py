@@ -27,9 +27,8 @@ from sandcrew.sandbox._execution import execute
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox._streams import CappedBuffer, Demultiplexer
 from sandcrew.sandbox._supervisor import ACKNOWLEDGEMENT, program_delivery
-
-from .conftest import IMAGE
-from .helpers import our_containers, python_process
+from tests.sandbox.conftest import IMAGE
+from tests.sandbox.helpers import our_containers, python_process
 
 pytestmark = pytest.mark.docker
 
