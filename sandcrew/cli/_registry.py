@@ -15,12 +15,22 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.main
-from typer._click.exceptions import BadParameter, UsageError
+from typer import BadParameter
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
-    from typer._click import Command, Context, HelpFormatter
     from typer.core import TyperOption
+
+# click's own classes are typer's private business: what passes through here is typed Any.
+Command = Any
+Context = Any
+
+
+class _Problems(BadParameter):
+    """Every parameter that could not be read, in one line."""
+
+    def format_message(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -108,11 +118,11 @@ class _Command(TyperCommand):
 
 def _every_bad_parameter(
     command: TyperCommand, ctx: Context, args: list[str], first: BadParameter
-) -> UsageError:
+) -> BadParameter:
     """``first`` and the problem of every other parameter that cannot be read from ``args``."""
     try:
         values, _, _ = command.make_parser(ctx).parse_args(args=list(args))
-    except UsageError:
+    except Exception:  # a usage error of its own (an unknown option): the first says enough
         return first
     problems = [first.format_message().rstrip(".")]
     for parameter in command.get_params(ctx):
@@ -123,11 +133,11 @@ def _every_bad_parameter(
             parameter.handle_parse_result(scratch, values, [])
         except BadParameter as other:
             problems.append(other.format_message().rstrip("."))
-        except UsageError:
+        except Exception:  # not this parameter's value (another usage error): left out
             continue
     if len(problems) == 1:
         return first
-    return UsageError("; ".join(problems), ctx)
+    return _Problems("; ".join(problems), ctx)
 
 
 def load_command(entry: CommandEntry) -> Command:
@@ -192,7 +202,7 @@ class CommandGroup(TyperGroup):
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)
 
-    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+    def format_commands(self, ctx: Context, formatter: Any) -> None:
         # From the summaries: listing the commands must not import them.
         limit = formatter.width - 6 - max(len(entry.name) for entry in COMMANDS)
         rows = [
