@@ -123,9 +123,20 @@ def containers_of(client: docker.DockerClient, pids: set[int]) -> list[str]:
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return _free_ports(1)[0]
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: every probe stays bound until all are chosen, since
+    the kernel may hand a port just released to the next probe (Ray refuses a node whose
+    two components were given one port)."""
+    with contextlib.ExitStack() as held:
+        ports: list[int] = []
+        for _ in range(count):
+            probe = held.enter_context(socket.socket())
+            probe.bind(("127.0.0.1", 0))
+            ports.append(int(probe.getsockname()[1]))
+        return ports
 
 
 def _worker_ports(count: int = 24) -> tuple[int, int]:
@@ -150,6 +161,10 @@ def _start_node(
     temp_dir = Path(tempfile.mkdtemp(prefix=f"rc{name}", dir="/tmp"))
     log = temp_dir / "start.log"
     low, high = _worker_ports()
+    given = {int(option) for option in options if option.isdigit()}  # the head's own port
+    node_manager, object_manager, agent_http, agent_grpc, metrics, runtime_env = [
+        port for port in _free_ports(12) if not low <= port <= high and port not in given
+    ][:6]
     command = [
         RAY, "start", "--block", "--disable-usage-stats",
         "--node-ip-address", "127.0.0.1",
@@ -157,14 +172,14 @@ def _start_node(
         "--object-store-memory", str(OBJECT_STORE_BYTES),
         "--resources", f'{{"node_{name}": 1}}',
         "--temp-dir", str(temp_dir),
-        "--node-manager-port", str(_free_port()),
-        "--object-manager-port", str(_free_port()),
+        "--node-manager-port", str(node_manager),
+        "--object-manager-port", str(object_manager),
         "--min-worker-port", str(low),
         "--max-worker-port", str(high),
-        "--dashboard-agent-listen-port", str(_free_port()),
-        "--dashboard-agent-grpc-port", str(_free_port()),
-        "--metrics-export-port", str(_free_port()),
-        "--runtime-env-agent-port", str(_free_port()),
+        "--dashboard-agent-listen-port", str(agent_http),
+        "--dashboard-agent-grpc-port", str(agent_grpc),
+        "--metrics-export-port", str(metrics),
+        "--runtime-env-agent-port", str(runtime_env),
         *options,
     ]  # fmt: skip
     with log.open("wb") as output:
