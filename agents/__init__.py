@@ -8,8 +8,9 @@ agent — the last registered middleware runs first, as in AutoGen.NET.
 
 import typing
 
-# The one list of this package's exports: type checkers read these imports; at run
-# time each name loads on first use (see sandcrew.core._lazy), and __all__ lists them.
+# This package's exports: type checkers read these imports; at run time each name loads
+# on first use from the module the mapping below names (see sandcrew.core._lazy), and
+# __all__ lists them. The two lists name the same names (tests/test_public_surface.py).
 if typing.TYPE_CHECKING:
     from ._agent import (
         Agent as Agent,
@@ -124,4 +125,84 @@ if typing.TYPE_CHECKING:
 else:
     from ..core import lazy_exports as _lazy_exports
 
-    __getattr__, __dir__ = _lazy_exports(__name__)
+    __getattr__, __dir__ = _lazy_exports(
+        __name__,
+        {
+            "Agent": "._agent",
+            "BaseAgent": "._agent",
+            "DefaultReplyAgent": "._agent",
+            "GenerateReplyOptions": "._agent",
+            "Middleware": "._agent",
+            "MiddlewareAgent": "._agent",
+            "ToolChoice": "._agent",
+            "use": "._agent",
+            "ChatForm": "._chat_format",
+            "ChatFormMemory": "._chat_format",
+            "DEFAULT_MODEL": "._endpoint",
+            "ModelEndpoint": "._endpoint",
+            "FunctionCallAttempt": "._function_call",
+            "FunctionCallMiddleware": "._function_call",
+            "FunctionCallRequiredError": "._function_call",
+            "Condition": "._graph",
+            "Graph": "._graph",
+            "Transition": "._graph",
+            "ChatResult": "._group_chat",
+            "ChatStream": "._group_chat",
+            "GroupChat": "._group_chat",
+            "HUMAN_INPUT_PROMPT": "._human",
+            "AssistantAgent": "._human",
+            "HumanInputMiddleware": "._human",
+            "HumanInputMode": "._human",
+            "UserProxyAgent": "._human",
+            "CLEAR_MESSAGES": "._messages",
+            "TERMINATE": "._messages",
+            "AggregateMessage": "._messages",
+            "Message": "._messages",
+            "TextMessage": "._messages",
+            "ToolCall": "._messages",
+            "ToolCallMessage": "._messages",
+            "ToolCallResult": "._messages",
+            "ToolResultMessage": "._messages",
+            "Usage": "._messages",
+            "is_clear": "._messages",
+            "terminate_message": "._messages",
+            "EmptyReplyError": "._model_errors",
+            "EndpointTimeoutError": "._model_errors",
+            "ModelReplyError": "._model_errors",
+            "ToolsUnsupportedError": "._model_errors",
+            "TruncatedReplyError": "._model_errors",
+            "spent_usage": "._model_errors",
+            "AGENT_HEADER": "._openai_agent",
+            "ModelCallWatcher": "._openai_agent",
+            "OpenAIChatAgent": "._openai_agent",
+            "AmbiguousWorkflowError": "._orchestrators",
+            "OrchestrationContext": "._orchestrators",
+            "Orchestrator": "._orchestrators",
+            "RolePlayOrchestrator": "._orchestrators",
+            "RoundRobinOrchestrator": "._orchestrators",
+            "WorkflowOrchestrator": "._orchestrators",
+            "PrintMessageMiddleware": "._print",
+            "render_message": "._print",
+            "strip_reasoning": "._reasoning",
+            "COMPLETE_SIGNAL": "._stop_policy",
+            "ChatState": "._stop_policy",
+            "FinalAnswer": "._stop_policy",
+            "Stop": "._stop_policy",
+            "StopPolicy": "._stop_policy",
+            "StopReason": "._stop_policy",
+            "StopRule": "._stop_policy",
+            "UnsignalledCompletion": "._stop_policy",
+            "final_answer": "._stop_policy",
+            "is_solved": "._stop_policy",
+            "is_terminate": "._stop_policy",
+            "read_completion": "._stop_policy",
+            "CHARS_PER_TOKEN": "._tokens",
+            "TokenBudgetExhaustedError": "._tokens",
+            "TokenMeter": "._tokens",
+            "estimate_tokens": "._tokens",
+            "TrimContextMiddleware": "._trim",
+            "GroupChatManager": "._two_agent",
+            "initiate_chat": "._two_agent",
+            "send": "._two_agent",
+        },
+    )

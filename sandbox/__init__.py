@@ -2,8 +2,9 @@
 
 import typing
 
-# The one list of this package's exports: type checkers read these imports; at run
-# time each name loads on first use (see sandcrew.core._lazy), and __all__ lists them.
+# This package's exports: type checkers read these imports; at run time each name loads
+# on first use from the module the mapping below names (see sandcrew.core._lazy), and
+# __all__ lists them. The two lists name the same names (tests/test_public_surface.py).
 if typing.TYPE_CHECKING:
     from ._batch import (
         BatchContainerLost as BatchContainerLost,
@@ -120,4 +121,70 @@ if typing.TYPE_CHECKING:
 else:
     from ..core import lazy_exports as _lazy_exports
 
-    __getattr__, __dir__ = _lazy_exports(__name__)
+    __getattr__, __dir__ = _lazy_exports(
+        __name__,
+        {
+            "BatchContainerLost": "._batch",
+            "BatchSandbox": "._batch",
+            "SandboxConfig": "._config",
+            "connect_docker": "._docker_client",
+            "docker_endpoint": "._docker_client",
+            "EgressPolicy": "._egress_policy",
+            "HostRule": "._egress_policy",
+            "SecretHeader": "._egress_policy",
+            "EgressNetwork": "._egress_proxy",
+            "CodeTooLargeError": "._errors",
+            "DockerUnavailableError": "._errors",
+            "EmptyCodeError": "._errors",
+            "ImageNotFoundError": "._errors",
+            "SandboxError": "._errors",
+            "SessionClosedError": "._errors",
+            "SessionExpiredError": "._errors",
+            "SessionFileError": "._errors",
+            "SessionFileNotFoundError": "._errors",
+            "SessionLimitError": "._errors",
+            "SessionLostError": "._errors",
+            "SessionTimeoutError": "._errors",
+            "UnsupportedLanguageError": "._errors",
+            "CodeBlock": "._extract",
+            "extract_code_blocks": "._extract",
+            "Artifact": "._files",
+            "load_input_files": "._files",
+            "DEFAULT_IMAGES": "._images",
+            "BaseSource": "._images",
+            "ImageBuildError": "._images",
+            "build_images": "._images",
+            "list_images": "._images",
+            "INLINE_BYTES": "._inline",
+            "SUPPORTED_LANGUAGES": "._languages",
+            "normalize_language": "._languages",
+            "OutputCallback": "._live",
+            "tell_at_end": "._live",
+            "NetworkEvent": "._network_log",
+            "NetworkLog": "._network_log",
+            "RunningCommand": "._protocol",
+            "Sandbox": "._protocol",
+            "SandboxWithSessions": "._protocol",
+            "Session": "._protocol",
+            "SupportsSessions": "._protocol",
+            "reap_orphans": "._reaper",
+            "ExecutionResult": "._result",
+            "Outcome": "._result",
+            "DockerSandbox": "._sandbox",
+            "save_artifacts": "._saving",
+            "describe_seccomp_profile": "._seccomp",
+            "DockerSession": "._session",
+            "CellError": "._session_models",
+            "CellResult": "._session_models",
+            "CommandResult": "._session_models",
+            "DisplayOutput": "._session_models",
+            "FileEntry": "._session_models",
+            "OutputEvent": "._session_models",
+            "SessionEvent": "._session_models",
+            "SessionLimits": "._session_models",
+            "SessionPool": "._session_pool",
+            "SyncSession": "._session_sync",
+            "treat_sigterm_as_interrupt": "._signals",
+            "describe_uid_leases": "._uids",
+        },
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import subprocess
 import sys
 import types
@@ -92,10 +93,63 @@ def test_a_lazy_package_exports_exactly_what_its_type_checking_block_imports(
     assert len(module.__all__) >= 20
 
 
+def _type_checking_imports(package: str) -> list[tuple[str, str]]:
+    """(module, name) of each import of the package's ``if TYPE_CHECKING:`` block."""
+    module = importlib.import_module(package)
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    [block] = [node for node in tree.body if isinstance(node, ast.If)]
+    return [
+        ("." * statement.level + (statement.module or ""), alias.name)
+        for statement in block.body
+        if isinstance(statement, ast.ImportFrom)
+        for alias in statement.names
+    ]
+
+
+# Run in a fresh interpreter: in this one, other tests have loaded names already, and a
+# loaded name is a plain attribute that no longer goes through the lazy mapping.
+_RESOLVE_EVERY_NAME = """
+import importlib, json, sys
+package_name, expected = sys.argv[1], json.loads(sys.argv[2])
+package = importlib.import_module(package_name)
+wrong = []
+for module_name, name in expected:
+    defined = getattr(importlib.import_module(module_name, package_name), name)
+    if getattr(package, name) is not defined:
+        wrong.append(name)
+listed = set(dir(package))
+print(json.dumps({"wrong": wrong, "not_in_dir": [n for _, n in expected if n not in listed]}))
+"""
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_the_lazy_mapping_resolves_every_name_to_its_module(package: str) -> None:
+    """Each name of the TYPE_CHECKING block, looked up at run time, is that module's object:
+    the lazy mapping names the right module for every export, and ``dir()`` lists it."""
+    expected = _type_checking_imports(package)
+    completed = subprocess.run(
+        [sys.executable, "-c", _RESOLVE_EVERY_NAME, package, json.dumps(expected)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(completed.stdout) == {"wrong": [], "not_in_dir": []}
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_a_lazy_package_refuses_a_name_it_does_not_export(package: str) -> None:
+    module = importlib.import_module(package)
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        module.no_such_name  # noqa: B018
+
+
 def test_importing_a_lazy_package_loads_none_of_its_modules() -> None:
-    """The lazy map is read from the source on first lookup, not at import."""
-    code = "import sys, sandcrew.agents; print('sandcrew.agents._agent' in sys.modules)"
+    code = (
+        "import sys, sandcrew.agents, sandcrew.sandbox, sandcrew.crew; "
+        "print(sorted(name for name in sys.modules if name.startswith("
+        "('sandcrew.agents.', 'sandcrew.sandbox.', 'sandcrew.crew.'))))"
+    )
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
-    assert completed.stdout.strip() == "False"
+    assert completed.stdout.strip() == "[]"

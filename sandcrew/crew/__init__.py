@@ -3,8 +3,9 @@
 
 import typing
 
-# The one list of this package's exports: type checkers read these imports; at run
-# time each name loads on first use (see sandcrew.core._lazy), and __all__ lists them.
+# This package's exports: type checkers read these imports; at run time each name loads
+# on first use from the module the mapping below names (see sandcrew.core._lazy), and
+# __all__ lists them. The two lists name the same names (tests/test_public_surface.py).
 if typing.TYPE_CHECKING:
     from sandcrew.crew._admin import CompletionMiddleware as CompletionMiddleware
     from sandcrew.crew._code_facts import (
@@ -41,4 +42,34 @@ if typing.TYPE_CHECKING:
 else:
     from sandcrew.core import lazy_exports as _lazy_exports
 
-    __getattr__, __dir__ = _lazy_exports(__name__)
+    __getattr__, __dir__ = _lazy_exports(
+        __name__,
+        {
+            "CompletionMiddleware": "sandcrew.crew._admin",
+            "CodeFacts": "sandcrew.crew._code_facts",
+            "code_to_run": "sandcrew.crew._code_facts",
+            "inspect_code": "sandcrew.crew._code_facts",
+            "Crew": "sandcrew.crew._crew",
+            "solve_task": "sandcrew.crew._crew",
+            "ADMIN_PROMPT": "sandcrew.crew._prompts",
+            "CODER_PROMPT": "sandcrew.crew._prompts",
+            "REVIEWER_PROMPT": "sandcrew.crew._prompts",
+            "CrewResult": "sandcrew.crew._result",
+            "APPROVAL_TEXT": "sandcrew.crew._review",
+            "COMMENTS_HEADLINE": "sandcrew.crew._review",
+            "ReviewClaims": "sandcrew.crew._review",
+            "ReviewVerdict": "sandcrew.crew._review",
+            "VerdictMiddleware": "sandcrew.crew._review",
+            "decide": "sandcrew.crew._review",
+            "review_code_block": "sandcrew.crew._review",
+            "NO_CODE_REPLY": "sandcrew.crew._runner",
+            "RunnerAgent": "sandcrew.crew._runner",
+            "SessionSandbox": "sandcrew.crew._session_sandbox",
+            "DEFAULT_MODEL": "sandcrew.crew._settings",
+            "CrewMode": "sandcrew.crew._settings",
+            "CrewSettings": "sandcrew.crew._settings",
+            "ModelRole": "sandcrew.crew._settings",
+            "ReplyTokens": "sandcrew.crew._settings",
+            "crew_workflow": "sandcrew.crew._workflow",
+        },
+    )
