@@ -88,6 +88,37 @@ def unpack_files(blob: bytes | memoryview, workdir: str) -> None:
             os.close(handle)
 
 
+# JSON's escapes for the characters a JSON string may not hold as they are.
+_JSON_ESCAPES = {
+    **{code: f"\\u{code:04x}" for code in (*range(32), 127)},
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+}
+
+
+def json_text(value: object) -> str:
+    """``value`` (str, int, bool, list, dict of those) as JSON that ``json.loads`` reads back.
+
+    The listing's own encoder: the ``json`` module (with the ``re`` it imports) would cost
+    every run's container more CPU time than the whole collection of an empty ``out/``.
+    A lone surrogate (an undecodable byte of a file name) becomes its ``\\udcXX`` escape.
+    """
+    if isinstance(value, str):
+        escaped = value.translate(_JSON_ESCAPES)
+        return '"' + escaped.encode("utf-8", "backslashreplace").decode("utf-8") + '"'
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(json_text(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(json_text(k) + ": " + json_text(v) for k, v in value.items()) + "}"
+    raise TypeError("no JSON form for " + type(value).__name__)
+
+
 def shown_name(name: str) -> str:
     """A file name as it may be shown: undecodable bytes replaced."""
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
@@ -172,8 +203,6 @@ def collect_artifacts(workdir: str, limit_bytes: int, limit_count: int, give_up:
     files and ``limit_bytes`` in all; past ``give_up`` (a ``time.monotonic()``)
     the rest is left out and the listing says so.
     """
-    import json  # only runs with an output folder pay for it at start
-
     collection = _Collection(limit_bytes, limit_count, give_up)
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
@@ -191,4 +220,4 @@ def collect_artifacts(workdir: str, limit_bytes: int, limit_count: int, give_up:
         "skipped": collection.skipped,
         "truncated": collection.truncated,
     }
-    return json.dumps(listing).encode() + b"\n" + b"".join(collection.contents)
+    return json_text(listing).encode() + b"\n" + b"".join(collection.contents)

@@ -29,10 +29,11 @@ _PYTHON_SITE = "/tmp/.sandcrew-site"
 # Saves the matplotlib figures a program shows or leaves open as PNGs in out/,
 # so "plot it" works without a savefig. It runs before the interpreter's atexit
 # callbacks (where pyplot destroys its figures), from threading's shutdown hook.
+# Armed only when matplotlib.pyplot is first imported: what arming imports (threading,
+# and warnings with the re of its filter) would cost every other program's start ~20 ms.
 _SAVE_OPEN_FIGURES = """\
-import os, sys, warnings
+import os, sys
 
-warnings.filterwarnings("ignore", message=".*non-interactive.*")
 _out = os.path.join(os.getcwd(), "out")
 
 
@@ -49,14 +50,35 @@ def _save_open_figures():
                 print("sandcrew: cannot save figure %d: %s" % (number, error), file=sys.stderr)
 
 
-try:
-    import threading
+def _arm():
+    import warnings
 
-    threading._register_atexit(_save_open_figures)
-except (ImportError, AttributeError, RuntimeError):
-    import atexit
+    warnings.filterwarnings("ignore", message=".*non-interactive.*")
+    try:
+        import threading
 
-    atexit.register(_save_open_figures)
+        threading._register_atexit(_save_open_figures)
+    except (ImportError, AttributeError, RuntimeError):
+        import atexit
+
+        atexit.register(_save_open_figures)
+
+
+class _WhenPyplotLoads:
+    \"\"\"A finder that finds nothing: it arms the saving when pyplot is first imported.\"\"\"
+
+    armed = False  # it stays on sys.meta_path: removing it while the import system walks
+    # that list would make the walk skip the next finder
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "matplotlib.pyplot" and not cls.armed:
+            cls.armed = True
+            _arm()
+        return None
+
+
+sys.meta_path.insert(0, _WhenPyplotLoads)
 """
 
 

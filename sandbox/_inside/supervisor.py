@@ -208,9 +208,8 @@ class Supervisor:
             os.kill(child, signal.SIGKILL)
         del program, files, everything
         # What the run's end needs, compiled and imported while the program starts rather
-        # than before it or after it: the reaper, the artifact collector and its JSON.
-        import json  # noqa: F401
-
+        # than before it or after it: the reaper and the artifact collector (which writes its
+        # JSON itself: the json module would cost more than compiling both).
         from .files import collect_artifacts  # noqa: F401
         from .reaper import end_every_other_process
 

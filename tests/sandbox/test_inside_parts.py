@@ -22,6 +22,7 @@ from sandcrew.sandbox._inside.files import (
     OUTPUT_FOLDER,
     checked_name,
     collect_artifacts,
+    json_text,
     pack_files,
     unpack_files,
     unpacked,
@@ -191,6 +192,22 @@ def test_artifacts_past_the_caps_or_the_time_are_left_out_and_said_so(tmp_path: 
     late, _ = _listing(collect_artifacts(str(tmp_path), 1 << 20, 10, time.monotonic() - 1))
     assert late["files"] == []
     assert late["truncated"] is True
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "plain.txt",
+        'quote " and backslash \\ and slash /',
+        "".join(map(chr, range(32))) + "\x7f",
+        "ünïcödé 名前 😀",
+        "undecodable \udcff\udc80 bytes",
+        {"files": [{"name": "a", "size": 0}], "skipped": [], "truncated": True},
+        [False, 123456789012, ""],
+    ],
+)
+def test_the_listing_encoder_writes_what_json_reads_back(value: object) -> None:
+    assert json.loads(json_text(value)) == value
 
 
 def test_no_output_folder_gives_an_empty_listing(tmp_path: Path) -> None:
