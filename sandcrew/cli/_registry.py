@@ -8,6 +8,7 @@ commands' own first help lines (a test holds them together).
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
@@ -150,6 +151,12 @@ def load_command(entry: CommandEntry) -> Command:
         holder.command(entry.name, cls=_Command)(target)
     command = typer.main.get_group(holder).commands[entry.name]
     _as_ours(command)
+    if not gc.isenabled():
+        # main() paused the collector for the start-up: what exists now lives as long as
+        # the process (and the few cycles of start-up garbage with it), so it is frozen,
+        # never scanned again, not even at exit, and collection resumes for the command.
+        gc.freeze()
+        gc.enable()
     return command
 
 
