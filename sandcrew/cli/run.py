@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
@@ -103,23 +104,27 @@ def run(
     def show(chunk: OutputEvent) -> None:
         writers[chunk.stream].write(chunk.text)
 
-    try:
-        result = sandbox.run_sync(
-            code, chosen_language, files=files, on_output=None if as_json else show
-        )
-    except KeyboardInterrupt:
-        # run_sync returns (or raises) once the container is removed.
-        raise Interrupted("the program was stopped and its container removed") from None
-    finally:
-        for writer in writers.values():
-            writer.end()
-    where = None
-    if out is not None:
-        [result], where = save_run_files([result], out)
-    if as_json:
-        _output.print_json(json_document(result))
-    else:
-        _print_status(result, saving=out is not None, where=where)
+    # The result is shown as soon as it is in; the container's removal, begun then, goes on
+    # meanwhile, and leaving the block waits for it: the command never ends before it.
+    with sandbox:
+        try:
+            result = asyncio.run(
+                sandbox.run(code, chosen_language, files=files, on_output=None if as_json else show)
+            )
+        except KeyboardInterrupt:
+            # A cancelled run removes its container before it raises.
+            raise Interrupted("the program was stopped and its container removed") from None
+        finally:
+            for writer in writers.values():
+                writer.end()
+        where = None
+        if out is not None:
+            [result], where = save_run_files([result], out)
+        if as_json:
+            _output.print_json(json_document(result))
+        else:
+            _print_status(result, saving=out is not None, where=where)
+    # Raised out here: an exit raised inside would hide a failed removal.
     raise typer.Exit(exit_code_for(result))
 
 
