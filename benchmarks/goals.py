@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _bench import AsyncRun, Run, make_console
 from _contenders import (
@@ -49,6 +50,9 @@ from _contenders import (
 )
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from sandcrew.sandbox import DockerSandbox
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 """The checkout whose sandcrew is measured (put first on the CLI process's path)."""
@@ -137,8 +141,14 @@ def process_call(command: list[str], *, stdin: str = "", env: dict[str, str] | N
 
 
 def sandcrew_process() -> Call:
-    """``python -m sandcrew run -`` of this checkout, ``print(1)`` on stdin."""
+    """``python -m sandcrew run -`` of this checkout, ``print(1)`` on stdin.
+
+    With the bytecode caches an installed sandcrew has: ``PYTHONDONTWRITEBYTECODE`` (set on
+    some build machines) would make every run compile sandcrew's own modules again, ~60 of
+    them; the warm-up runs write the caches (``__pycache__``, ignored by git).
+    """
     environment = dict(os.environ)
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
     environment["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPOSITORY), environment.get("PYTHONPATH")])
     )
@@ -206,8 +216,8 @@ async def measure(runs: int, warmup: int, console: Console) -> list[Goal]:
     return goals
 
 
-async def sandbox_output(sandbox: object) -> str:
-    result = await sandbox.run(PROGRAM)  # type: ignore[attr-defined]
+async def sandbox_output(sandbox: DockerSandbox) -> str:
+    result = await sandbox.run(PROGRAM)
     if result.exit_code != 0:
         raise RuntimeError(f"exit code {result.exit_code}: {result.stderr or result.stdout}")
     return str(result.stdout)
