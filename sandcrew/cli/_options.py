@@ -14,7 +14,8 @@ import typer
 
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewMode, CrewSettings
-from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 from sandcrew.settings import DEFAULT_CONFIG_PATH, AppSettings, load_settings
 
 

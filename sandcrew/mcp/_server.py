@@ -30,6 +30,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from sandcrew.core import ConfigurationError, SandcrewError, UserError
+from sandcrew.errors import CodeTooLargeError
 from sandcrew.functions import FunctionTool, ToolResult
 from sandcrew.mcp._admission import Admission, QueueFull, QueueLimits
 from sandcrew.mcp._http import (
@@ -42,7 +43,6 @@ from sandcrew.mcp._http import (
 from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
-from sandcrew.sandbox import CodeTooLargeError
 from sandcrew.settings import AppSettings
 
 Transport = Literal["stdio", "streamable-http"]

@@ -20,6 +20,7 @@ from typing import Any
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from sandcrew.core import UserError
+from sandcrew.errors import SessionLimitError
 from sandcrew.mcp._tools import (
     Done,
     FileListing,
@@ -33,7 +34,6 @@ from sandcrew.sandbox import (
     OutputEvent,
     Sandbox,
     Session,
-    SessionLimitError,
     SessionLimits,
     SupportsSessions,
 )

@@ -23,22 +23,20 @@ from types import TracebackType
 from typing import NoReturn, Self
 
 from sandcrew.core import UserError
+from sandcrew.errors import EmptyCodeError, SessionFileError, SessionFileNotFoundError
 from sandcrew.sandbox import (
     CellError,
     CellResult,
     CommandResult,
     DisplayOutput,
-    EmptyCodeError,
     FileEntry,
-    OutputCallback,
     OutputEvent,
     SessionClosedError,
     SessionEvent,
-    SessionFileError,
-    SessionFileNotFoundError,
     SessionLimits,
 )
 from sandcrew.sandbox._files import checked_path, files_below, read_input_file
+from sandcrew.sandbox.live import OutputCallback
 
 SCRIPTED_SESSION_IMAGE = "scripted"
 

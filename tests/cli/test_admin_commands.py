@@ -17,7 +17,6 @@ import docker
 import pytest
 
 from sandcrew.cli.doctor import security_checks
-from sandcrew.sandbox import DEFAULT_IMAGES, BaseSource, build_images
 from sandcrew.sandbox._images import (
     IMAGE_SPECS,
     OFFLINE_BASE_IMAGE,
@@ -26,6 +25,7 @@ from sandcrew.sandbox._images import (
     image_packages,
 )
 from sandcrew.sandbox._uids import LEASE_FILE_NAME
+from sandcrew.sandbox.images import DEFAULT_IMAGES, BaseSource, build_images
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.process import run_cli
 
