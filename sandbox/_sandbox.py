@@ -29,7 +29,7 @@ from ._live import LiveOutput, OutputCallback
 from ._result import ExecutionResult
 from ._session_models import OutputEvent
 from ._supervisor import program_delivery
-from ._threads import finish_in_thread
+from ._threads import ClosedInThread, finish_in_thread
 
 if TYPE_CHECKING:
     from ._egress_proxy import EgressChannel, EgressNetwork
@@ -44,7 +44,7 @@ _POOLED_ATTEMPTS = 2
 _LISTING_ALLOWANCE = 256 * 1024
 
 
-class DockerSandbox:
+class DockerSandbox(ClosedInThread):
     """Runs programs in throwaway Docker containers, one new container per run.
 
     Implements the :class:`~sandcrew.sandbox.Sandbox` protocol. The constructor
@@ -109,14 +109,6 @@ class DockerSandbox:
         :class:`SandboxError` if a container could not be removed.
         """
         self._supply.close()
-
-    async def aclose(self) -> None:
-        """:meth:`close` without blocking the event loop; cancelling it still lets it finish."""
-        await finish_in_thread(self.close)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
 
     async def __aexit__(
         self,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
-import inspect
 import itertools
 import json
 import posixpath
@@ -23,7 +22,6 @@ import signal
 import time
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..core import UserError
@@ -46,8 +44,8 @@ from ._inside import session_protocol as protocol
 from ._inside.session_channel import clean_count, clean_error
 from ._inside_command import inside_command
 from ._languages import normalize_language
-from ._live import OutputCallback
 from ._network_log import NetworkLog
+from ._session_base import SessionBase
 from ._session_connection import SessionConnection
 from ._session_models import (
     CellError,
@@ -143,7 +141,7 @@ class CommandHandle:
         self._done.set()
 
 
-class DockerSession:
+class DockerSession(SessionBase):
     """A live interpreter in a hardened container. Made by :meth:`DockerSandbox.session`.
 
     ``async with sandbox.session(language="python") as session:`` starts it;
@@ -308,39 +306,7 @@ class DockerSession:
         if egress is not None:
             self.network = egress.close()
 
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     # -- cells ----------------------------------------------------------------------------
-
-    async def run(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the cell's limit, enforced inside
-        on_output: OutputCallback | None = None,
-        context: str | None = None,
-    ) -> CellResult:
-        """Run one cell and return what it did; ``on_output`` (sync or async) sees its output
-        as it comes. ``context`` names a namespace of its own (Python; made on first use)."""
-        result: CellResult | None = None
-        async for event in self.stream(code, timeout=timeout, context=context):
-            if isinstance(event, CellResult):
-                result = event
-            elif isinstance(event, OutputEvent) and on_output is not None:
-                told = on_output(event)
-                if inspect.isawaitable(told):
-                    await told
-        assert result is not None
-        return result
 
     async def stream(
         self,

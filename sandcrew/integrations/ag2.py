@@ -22,16 +22,17 @@ Needs ``pip install 'sandcrew[ag2]'``.
 
 from __future__ import annotations
 
+import abc
 import base64
 import re
 import shlex
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from sandcrew._extras import MissingExtraError
+from sandcrew.core import AsyncResource
 from sandcrew.sandbox import (
     DockerSandbox,
     Sandbox,
@@ -135,7 +136,24 @@ class SandcrewSandbox(SandboxBase):
         return "\n".join(lines) + "\n"
 
 
-class SandcrewSandboxFactory:
+class _Factory(AsyncResource):
+    """What both factories share: a sandbox started on entry, and a copy that is itself."""
+
+    @property
+    @abc.abstractmethod
+    def sandbox(self) -> Sandbox:
+        """The sandbox the opened sandboxes run on."""
+
+    async def start(self) -> None:
+        await self.sandbox.start()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        # AG2 deep-copies the tools given to an agent; the copy of a handle on a
+        # Docker connection is the same handle (as AG2's own Docker backend does).
+        return self
+
+
+class SandcrewSandboxFactory(_Factory):
     """AG2 ``SandboxFactory`` (and ``WorkdirAware``) opening :class:`SandcrewSandbox` es.
 
     One :class:`~sandcrew.sandbox.DockerSandbox` made from ``config`` serves every
@@ -173,23 +191,6 @@ class SandcrewSandboxFactory:
 
     async def aclose(self) -> None:
         await self._sandbox.aclose()
-
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        # AG2 deep-copies the tools given to an agent; the copy of a handle on a
-        # Docker connection is the same handle (as AG2's own Docker backend does).
-        return self
-
-    async def __aenter__(self) -> Self:
-        await self._sandbox.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _relative(path: PurePosixPath) -> PurePosixPath:
@@ -260,7 +261,7 @@ class SandcrewSessionSandbox(SandboxBase):
         return self
 
 
-class SandcrewSessionFactory:
+class SandcrewSessionFactory(_Factory):
     """AG2 ``SandboxFactory`` whose every ``open`` yields the same persistent sandbox.
 
     The session (one hardened container) starts at the first ``open`` and ends with
@@ -314,21 +315,6 @@ class SandcrewSessionFactory:
     async def aclose(self) -> None:
         self._opened = None
         await self._cells.aclose()
-
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        return self
-
-    async def __aenter__(self) -> Self:
-        await self._sandbox.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 __all__ = [

@@ -8,11 +8,10 @@ import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sandcrew.agents import Message
-from sandcrew.core import UserError
+from sandcrew.core import AsyncResource, UserError
 from sandcrew.crew import CrewResult, CrewSettings, solve_task
 from sandcrew.mcp._sessions import CONNECTIONLESS, ClientSessions
 from sandcrew.mcp._tools import (
@@ -76,7 +75,7 @@ def _recorded(
     return wrapper
 
 
-class SandboxToolbox:
+class SandboxToolbox(AsyncResource):
     """Runs each call in a new hardened container, within limits no call can raise.
 
     The server's sandbox settings are the base of every run; a call may lower the
@@ -107,16 +106,8 @@ class SandboxToolbox:
         )
         self._watched: list[object] = []
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def start(self) -> None:
+        """Nothing to start: a sandbox is made on its first run."""
 
     async def aclose(self) -> None:
         """Cancel the runs still going (their containers are removed), then close every sandbox."""

@@ -12,14 +12,12 @@ a bad timeout, a context outside Python, any request once it is closed) is refus
 from __future__ import annotations
 
 import asyncio
-import inspect
 import posixpath
 import secrets
 import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import NoReturn, Self
 
 from sandcrew.core import UserError
@@ -36,7 +34,7 @@ from sandcrew.sandbox import (
     SessionLimits,
 )
 from sandcrew.sandbox._files import checked_path, files_below, read_input_file
-from sandcrew.sandbox.live import OutputCallback
+from sandcrew.sandbox._session_base import SessionBase
 
 SCRIPTED_SESSION_IMAGE = "scripted"
 
@@ -110,7 +108,7 @@ class _ScriptedRunningCommand:
 
 
 @dataclass(eq=False)
-class ScriptedSession:
+class ScriptedSession(SessionBase):
     """A :class:`~sandcrew.sandbox.Session` answering each cell from a script.
 
     ``cells`` is either a sequence (each cell gets the next entry, in order) or a mapping
@@ -161,17 +159,6 @@ class ScriptedSession:
         if self._closed_by is None:
             self._closed_by = SessionClosedError("The session is closed: it was closed")
 
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     def assert_complete(self) -> None:
         """Every scripted cell and command was used, and nothing unscripted was asked
         (``AssertionError`` naming what was not)."""
@@ -186,25 +173,6 @@ class ScriptedSession:
         assert not unused_commands, f"scripted commands never run: {unused_commands}"
 
     # -- cells ------------------------------------------------------------------------------
-
-    async def run(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
-        on_output: OutputCallback | None = None,
-        context: str | None = None,
-    ) -> CellResult:
-        result: CellResult | None = None
-        async for event in self.stream(code, timeout=timeout, context=context):
-            if isinstance(event, CellResult):
-                result = event
-            elif isinstance(event, OutputEvent) and on_output is not None:
-                told = on_output(event)
-                if inspect.isawaitable(told):
-                    await told
-        assert result is not None
-        return result
 
     async def stream(
         self,

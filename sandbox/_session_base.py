@@ -1,0 +1,76 @@
+"""What every session (and the pool that hands them out) derives from the rest.
+
+``async with`` awaits ``start()`` (the block gets what it returns) and ``close()`` at
+the end; a session's :meth:`~SessionBase.run` is its :meth:`~SessionBase.stream` with the
+output handed to a callback. :class:`~sandcrew.sandbox.DockerSession` and
+:class:`sandcrew.testing.ScriptedSession` inherit them, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Self
+
+from ._live import OutputCallback
+from ._session_models import CellResult, OutputEvent, SessionEvent
+
+
+class ClosedAtExit(abc.ABC):
+    """``async with`` awaits :meth:`start` and, whatever ends the block, :meth:`close`."""
+
+    @abc.abstractmethod
+    async def start(self) -> Self:
+        """Start it; it is ready once this returns."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """End it and release what it holds; closing twice is fine."""
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class SessionBase(ClosedAtExit):
+    """A session's cells: :meth:`stream` is each implementation's own, :meth:`run` shared."""
+
+    @abc.abstractmethod
+    def stream(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        context: str | None = None,
+    ) -> AsyncIterator[SessionEvent]:
+        """Run one cell: its output and display outputs as they come, then its result."""
+
+    async def run(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the cell's own limit
+        on_output: OutputCallback | None = None,
+        context: str | None = None,
+    ) -> CellResult:
+        """Run one cell and return what it did; ``on_output`` (sync or async) sees its output
+        as it comes. ``context`` names a namespace of its own (Python; made on first use)."""
+        result: CellResult | None = None
+        async for event in self.stream(code, timeout=timeout, context=context):
+            if isinstance(event, CellResult):
+                result = event
+            elif isinstance(event, OutputEvent) and on_output is not None:
+                told = on_output(event)
+                if inspect.isawaitable(told):
+                    await told
+        assert result is not None
+        return result
