@@ -8,7 +8,6 @@ the same two methods.
 from __future__ import annotations
 
 import abc
-from types import TracebackType
 from typing import Self
 
 
@@ -27,10 +26,5 @@ class AsyncResource(abc.ABC):
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()

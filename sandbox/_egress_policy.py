@@ -148,7 +148,7 @@ class HostRule(BaseModel):
     @property
     def names_address(self) -> bool:
         """The entry names an address or ``localhost``: private ranges are allowed for it."""
-        return self.host == "localhost" or _is_address(self.host)
+        return self.host == "localhost" or is_address(self.host)
 
     def matches(self, host: str, port: int) -> bool:
         if port not in self.ports:
@@ -164,7 +164,8 @@ class HostRule(BaseModel):
         return f"{host}:{self.ports[0]}"
 
 
-def _is_address(host: str) -> bool:
+def is_address(host: str) -> bool:
+    """``host`` is an IP address (v4 or v6), not a name."""
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -178,7 +179,7 @@ def parse_host_rule(text: str) -> HostRule:
     wildcard = host_text.startswith("*.")
     host = normalize_host(host_text[2:] if wildcard else host_text)
     if wildcard:
-        if _is_address(host) or "." not in host:
+        if is_address(host) or "." not in host:
             raise ValueError(
                 f"{text!r}: a wildcard covers the subdomains of a domain with at least two "
                 "labels, such as *.example.org"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import docker
@@ -110,32 +109,22 @@ class DockerSandbox(ClosedInThread):
         """
         self._supply.close()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         try:
             await self.aclose()
         except SandboxError:
-            if exc is None:
+            if exc_info[1] is None:
                 raise  # otherwise the error that ended the block matters more
 
     def __enter__(self) -> Self:
         self._supply.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         try:
             self.close()
         except SandboxError:
-            if exc is None:
+            if exc_info[1] is None:
                 raise
 
     def session(

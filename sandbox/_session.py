@@ -16,7 +16,6 @@ import codecs
 import functools
 import itertools
 import json
-import posixpath
 import secrets
 import signal
 import time
@@ -39,7 +38,7 @@ from ._errors import (
     SessionTimeoutError,
     UnsupportedLanguageError,
 )
-from ._files import checked_path, files_below, read_input_file
+from ._files import files_below, read_input_file
 from ._inside import session_protocol as protocol
 from ._inside.session_channel import clean_count, clean_error
 from ._inside_command import inside_command
@@ -66,8 +65,6 @@ if TYPE_CHECKING:
 
 SESSION_LANGUAGES = ("python", "bash", "javascript")
 """Languages a session can hold."""
-CONTEXT_LANGUAGES = ("python",)
-"""Languages whose sessions hold named contexts (fresh namespaces of one interpreter)."""
 
 _DRIVERS = {"python": "session_python", "bash": "session_bash"}
 _JAVASCRIPT_DRIVER = Path(__file__).resolve().parent / "_inside" / "session_javascript.js"
@@ -340,14 +337,6 @@ class DockerSession(SessionBase):
         self._fresh_contexts.discard(name)
         self._dropped_contexts.add(name)
 
-    def _check_context(self, name: str | None) -> None:
-        if name is None:
-            return
-        if self.language not in CONTEXT_LANGUAGES:
-            raise UserError(f"a {self.language} session has no contexts (only python has)")
-        if not name or len(name) > 200 or not name.isprintable():
-            raise UserError(f"a context name is 1 to 200 printable characters (got {name!r})")
-
     async def _begin(self, code: str, time_limit: float | None, context: str | None) -> _Cell:
         if not code.strip():
             raise EmptyCodeError()
@@ -409,21 +398,6 @@ class DockerSession(SessionBase):
         )
 
     # -- files ----------------------------------------------------------------------------
-
-    def file_path(self, name: str) -> str:
-        """``name`` relative to the work folder: a relative name as it is, an absolute path
-        inside the work folder without its prefix; anything else is refused."""
-        if name.startswith("/"):
-            normal = posixpath.normpath(name)
-            root = self.workdir.rstrip("/")
-            if normal == root:
-                return "."
-            if not normal.startswith(root + "/"):
-                raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
-            name = normal[len(root) + 1 :]
-        if name in ("", "."):
-            return "."
-        return checked_path(name, what="file name")
 
     async def put_file(self, name: str, data: bytes | Path) -> None:
         """Write a file into the work dir (a host folder: every file in it, under ``name``).

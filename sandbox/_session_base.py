@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import abc
 import inspect
+import posixpath
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import Self
 
+from ..core import UserError
+from ._files import checked_path
 from ._live import OutputCallback
 from ._session_models import CellResult, OutputEvent, SessionEvent
+
+CONTEXT_LANGUAGES = ("python",)
+"""Languages whose sessions hold named contexts (fresh namespaces of one interpreter)."""
 
 
 class ClosedAtExit(abc.ABC):
@@ -32,17 +37,16 @@ class ClosedAtExit(abc.ABC):
     async def __aenter__(self) -> Self:
         return await self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
 
 class SessionBase(ClosedAtExit):
-    """A session's cells: :meth:`stream` is each implementation's own, :meth:`run` shared."""
+    """A session's cells and paths: :meth:`stream` is each implementation's own; :meth:`run`
+    and :meth:`file_path` are shared."""
+
+    language: str
+    workdir: str
 
     @abc.abstractmethod
     def stream(
@@ -74,3 +78,26 @@ class SessionBase(ClosedAtExit):
                     await told
         assert result is not None
         return result
+
+    def _check_context(self, name: str | None) -> None:
+        if name is None:
+            return
+        if self.language not in CONTEXT_LANGUAGES:
+            raise UserError(f"a {self.language} session has no contexts (only python has)")
+        if not name or len(name) > 200 or not name.isprintable():
+            raise UserError(f"a context name is 1 to 200 printable characters (got {name!r})")
+
+    def file_path(self, name: str) -> str:
+        """``name`` relative to the work folder: a relative name as it is, an absolute path
+        inside the work folder without its prefix; anything else is refused."""
+        if name.startswith("/"):
+            normal = posixpath.normpath(name)
+            root = self.workdir.rstrip("/")
+            if normal == root:
+                return "."
+            if not normal.startswith(root + "/"):
+                raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
+            name = normal[len(root) + 1 :]
+        if name in ("", "."):
+            return "."
+        return checked_path(name, what="file name")

@@ -128,6 +128,8 @@ ModelRetries = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+Network = Annotated[bool, typer.Option("--network", help="Allow network access (off by default).")]
+
 AllowHost = Annotated[
     list[str] | None,
     typer.Option(

@@ -91,9 +91,7 @@ def repl(
         ),
     ] = None,
     memory: options.Memory = None,
-    network: Annotated[
-        bool, typer.Option("--network", help="Allow network access (off by default).")
-    ] = False,
+    network: options.Network = False,
     allow_host: options.AllowHost = None,
     secret_header: options.SecretHeader = None,
     config: options.Config = None,

@@ -48,9 +48,7 @@ def run(
     ] = None,
     run_timeout: options.RunTimeoutOrTimeout = None,
     memory: options.Memory = None,
-    network: Annotated[
-        bool, typer.Option("--network", help="Allow network access (off by default).")
-    ] = False,
+    network: options.Network = False,
     allow_host: options.AllowHost = None,
     secret_header: options.SecretHeader = None,
     image: Annotated[

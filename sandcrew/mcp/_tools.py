@@ -8,7 +8,7 @@ for more is refused by the same validation that checks the argument types.
 # No `from __future__ import annotations`: the contracts read the limits from the
 # closure at definition time, which string annotations could not see.
 
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,6 +16,9 @@ from sandcrew.crew import CrewResult
 from sandcrew.functions import FunctionTool, function
 from sandcrew.sandbox import CellResult, ExecutionResult, FileEntry
 from sandcrew.settings import McpSettings
+
+if TYPE_CHECKING:  # the toolbox imports these contracts
+    from sandcrew.mcp._toolbox import SandboxToolbox
 
 MIB = 1024 * 1024
 MIN_MEMORY_MIB = 16
@@ -93,49 +96,8 @@ class Done(BaseModel):
     done: bool = True
 
 
-class Toolbox(Protocol):
-    """What the tools do once their arguments are valid."""
-
-    async def run_code(
-        self,
-        code: str,
-        language: str,
-        *,
-        timeout: float | None,  # noqa: ASYNC109  (the program's limit, enforced by the sandbox)
-        memory_bytes: int | None,
-        network: bool,
-        files: dict[str, str] | None = None,
-    ) -> ExecutionResult: ...
-
-    def list_languages(self) -> LanguagesResult: ...
-
-    async def solve(self, task: str) -> CrewResult: ...
-
-    async def session_create(self, language: str) -> SessionInfo: ...
-
-    async def session_run(
-        self,
-        session_id: str,
-        code: str,
-        *,
-        timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
-    ) -> CellResult: ...
-
-    async def session_put_file(
-        self, session_id: str, name: str, *, text: str | None, data_base64: str | None
-    ) -> Done: ...
-
-    async def session_get_file(self, session_id: str, name: str) -> FileResult: ...
-
-    async def session_list_files(self, session_id: str, path: str) -> FileListing: ...
-
-    async def session_close(self, session_id: str) -> Done: ...
-
-    def session_list(self) -> SessionList: ...
-
-
 def tool_contracts(
-    limits: ServerLimits, toolbox: Toolbox, *, with_solve: bool
+    limits: ServerLimits, toolbox: SandboxToolbox, *, with_solve: bool
 ) -> list[FunctionTool[..., Any]]:
     """The tools a server with ``limits`` offers; ``solve`` only when a model is configured."""
     max_memory_mib = limits.max_memory_bytes // MIB
@@ -227,7 +189,9 @@ def tool_contracts(
 SessionId = Annotated[str, Field(description="The id session_create returned.")]
 
 
-def session_contracts(limits: ServerLimits, toolbox: Toolbox) -> list[FunctionTool[..., Any]]:
+def session_contracts(
+    limits: ServerLimits, toolbox: SandboxToolbox
+) -> list[FunctionTool[..., Any]]:
     """The tools that keep a live interpreter between calls (run_code stays stateless)."""
 
     create_description = (

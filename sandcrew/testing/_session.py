@@ -33,7 +33,7 @@ from sandcrew.sandbox import (
     SessionEvent,
     SessionLimits,
 )
-from sandcrew.sandbox._files import checked_path, files_below, read_input_file
+from sandcrew.sandbox._files import files_below, read_input_file
 from sandcrew.sandbox._session_base import SessionBase
 
 SCRIPTED_SESSION_IMAGE = "scripted"
@@ -247,33 +247,11 @@ class ScriptedSession(SessionBase):
         self._check_context(name)
         self.dropped_contexts.append(name)
 
-    def _check_context(self, name: str | None) -> None:
-        if name is None:
-            return
-        if self.language != "python":
-            raise UserError(f"a {self.language} session has no contexts (only python has)")
-        if not name or len(name) > 200 or not name.isprintable():
-            raise UserError(f"a context name is 1 to 200 printable characters (got {name!r})")
-
     # -- files ------------------------------------------------------------------------------
-
-    def _path(self, name: str) -> str:
-        """``name`` relative to the work folder, by the real session's rules."""
-        if name.startswith("/"):
-            root = self.workdir.rstrip("/")
-            normal = posixpath.normpath(name)
-            if normal == root:
-                return "."
-            if not normal.startswith(root + "/"):
-                raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
-            name = normal[len(root) + 1 :]
-        if name in ("", "."):
-            return "."
-        return checked_path(name, what="file path")
 
     async def put_file(self, name: str, data: bytes | Path) -> None:
         self._check_open()
-        path = self._path(name)
+        path = self.file_path(name)
         if not isinstance(data, Path):
             self._put(path, bytes(data))
             return
@@ -296,7 +274,7 @@ class ScriptedSession(SessionBase):
 
     async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
         self._check_open()
-        path = self._path(name)
+        path = self.file_path(name)
         if path not in self.files:
             raise SessionFileNotFoundError(f"get {path}: no such file")
         data = self.files[path]
@@ -307,7 +285,7 @@ class ScriptedSession(SessionBase):
 
     async def list_files(self, path: str = ".") -> list[FileEntry]:
         self._check_open()
-        folder = self._path(path)
+        folder = self.file_path(path)
         prefix = "" if folder == "." else folder + "/"
         names: dict[str, FileEntry] = {}
         for name, data in self.files.items():
@@ -326,7 +304,7 @@ class ScriptedSession(SessionBase):
 
     async def stat_file(self, path: str) -> FileEntry | None:
         self._check_open()
-        target = self._path(path)
+        target = self.file_path(path)
         if target in self.files:
             return FileEntry(
                 name=posixpath.basename(target), kind="file", size=len(self.files[target])
@@ -337,7 +315,7 @@ class ScriptedSession(SessionBase):
 
     async def remove_file(self, path: str) -> None:
         self._check_open()
-        target = self._path(path)
+        target = self.file_path(path)
         if await self.stat_file(target) is None:
             raise SessionFileNotFoundError(f"remove {target}: no such file")
         for name in [
@@ -350,14 +328,14 @@ class ScriptedSession(SessionBase):
 
     async def rename_file(self, source: str, target: str) -> None:
         self._check_open()
-        origin, destination = self._path(source), self._path(target)
+        origin, destination = self.file_path(source), self.file_path(target)
         if origin not in self.files:
             raise SessionFileNotFoundError(f"rename {origin}: no such file")
         self.files[destination] = self.files.pop(origin)
 
     async def make_dir(self, path: str) -> bool:
         """Make a folder and its missing parents; False when it existed."""
-        folder = self._path(path)
+        folder = self.file_path(path)
         if await self.stat_file(folder) is not None:
             return False
         parts = folder.split("/")
@@ -377,7 +355,7 @@ class ScriptedSession(SessionBase):
         if not command.strip():
             raise EmptyCodeError()
         if cwd is not None:
-            self._path(cwd)
+            self.file_path(cwd)
         if timeout is not None and not 0 < timeout <= 86_400:
             raise UserError(f"timeout must be > 0 and at most a day (got {timeout})")
         self._check_open()
