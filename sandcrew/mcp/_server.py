@@ -206,6 +206,7 @@ def limits_of(settings: AppSettings, *, allow_network: bool) -> ServerLimits:
         max_timeout=settings.sandbox.timeout,
         max_memory_bytes=settings.sandbox.memory_bytes,
         allow_network=allow_network,
+        allowed_hosts=() if settings.sandbox.egress is None else settings.sandbox.egress.entries,
         sessions=settings.mcp,
     )
 

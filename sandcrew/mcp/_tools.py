@@ -36,6 +36,10 @@ class ServerLimits(BaseModel):
     """Largest memory limit of one run; also the default."""
     allow_network: bool = False
     """Whether a client may ask for network access (runs are offline unless asked)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Hosts a client may let a run or a session reach through the proxy, each as the
+    server's ``--allow-host`` (or ``--secret-header``) wrote it: the ceiling a client
+    narrows, never widens."""
     sessions: McpSettings = Field(default_factory=McpSettings)
     """The session caps and timeouts (the ``[mcp]`` table and the server's flags)."""
 
@@ -48,6 +52,8 @@ class LanguagesResult(BaseModel):
     max_timeout: float
     max_memory_mb: int
     network_allowed: bool
+    allowed_hosts: list[str]
+    """What ``allow_hosts`` of run_code and session_create may name."""
 
 
 class SessionInfo(BaseModel):
@@ -96,12 +102,31 @@ class Done(BaseModel):
     done: bool = True
 
 
+def _hosts_field(limits: ServerLimits, what: str) -> Any:
+    """The ``allow_hosts`` argument: a choice among the server's hosts, never more."""
+    note = (
+        f"Hosts this {what} may reach through the server's proxy, chosen from: "
+        f"{', '.join(limits.allowed_hosts)} (none unless named; not with network)."
+        if limits.allowed_hosts
+        else f"Hosts this {what} may reach; this server allows none, so only [] is accepted."
+    )
+    hosts = list(limits.allowed_hosts)
+
+    def only_these(schema: dict[str, Any]) -> None:
+        for option in schema.get("anyOf", [schema]):
+            if option.get("type") == "array":
+                option["items"] = {"type": "string", "enum": hosts}
+
+    return Field(description=note, json_schema_extra=only_these)
+
+
 def tool_contracts(
-    limits: ServerLimits, toolbox: SandboxToolbox, *, with_solve: bool
+    limits: ServerLimits, toolbox: "SandboxToolbox", *, with_solve: bool
 ) -> list[FunctionTool[..., Any]]:
     """The tools a server with ``limits`` offers; ``solve`` only when a model is configured."""
     max_memory_mib = limits.max_memory_bytes // MIB
     network_values = [False, True] if limits.allow_network else [False]
+
     network_note = (
         "Allow network access for this run (off unless asked)."
         if limits.allow_network
@@ -144,6 +169,7 @@ def tool_contracts(
                 )
             ),
         ] = None,
+        allow_hosts: Annotated[list[str] | None, _hosts_field(limits, "run")] = None,
     ) -> ExecutionResult:
         """Run a program in a new, hardened, throwaway container and report what it did.
 
@@ -159,6 +185,7 @@ def tool_contracts(
             memory_bytes=None if memory_mb is None else memory_mb * MIB,
             network=network,
             files=files,
+            allow_hosts=tuple(allow_hosts or ()),
         )
 
     @function(strict=False)
@@ -190,7 +217,7 @@ SessionId = Annotated[str, Field(description="The id session_create returned.")]
 
 
 def session_contracts(
-    limits: ServerLimits, toolbox: SandboxToolbox
+    limits: ServerLimits, toolbox: "SandboxToolbox"
 ) -> list[FunctionTool[..., Any]]:
     """The tools that keep a live interpreter between calls (run_code stays stateless)."""
 
@@ -208,8 +235,9 @@ def session_contracts(
         language: Annotated[
             str, Field(description="The interpreter: python, bash or javascript.")
         ] = "python",
+        allow_hosts: Annotated[list[str] | None, _hosts_field(limits, "session")] = None,
     ) -> SessionInfo:
-        return await toolbox.session_create(language)
+        return await toolbox.session_create(language, allow_hosts=tuple(allow_hosts or ()))
 
     @function(strict=False)
     async def session_run(
