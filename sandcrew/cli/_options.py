@@ -128,6 +128,17 @@ ModelRetries = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+InputFiles = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--file",
+        "-f",
+        help="Input file (or folder) put into the work dir (every run's, or the session's "
+        "before its first cell); repeatable.",
+        metavar="PATH",
+    ),
+]
+
 Network = Annotated[bool, typer.Option("--network", help="Allow network access (off by default).")]
 
 AllowHost = Annotated[

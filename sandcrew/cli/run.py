@@ -56,15 +56,7 @@ def run(
     ] = None,
     config: options.Config = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    file: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--file",
-            "-f",
-            help="Input file (or folder) put into the program's work dir; repeatable.",
-            metavar="PATH",
-        ),
-    ] = None,
+    file: options.InputFiles = None,
     out: Annotated[
         Path | None,
         typer.Option(

@@ -72,15 +72,7 @@ def solve(
         Path | None,
         typer.Option(help="Write the chat as a self-contained HTML page.", metavar="FILE"),
     ] = None,
-    file: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--file",
-            "-f",
-            help="Input file (or folder) every run receives; repeatable.",
-            metavar="PATH",
-        ),
-    ] = None,
+    file: options.InputFiles = None,
     out: Annotated[
         Path | None,
         typer.Option(
