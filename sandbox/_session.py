@@ -505,18 +505,6 @@ class DockerSession(SessionBase):
             raise
         return handle
 
-    async def run_command(
-        self,
-        command: str,
-        *,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, enforced inside
-    ) -> CommandResult:
-        """:meth:`start_command` and wait for its result."""
-        handle = await self.start_command(command, env=env, cwd=cwd, timeout=timeout)
-        return await handle.wait()
-
     # -- requests and frames ----------------------------------------------------------------
 
     def _check_open(self) -> None:

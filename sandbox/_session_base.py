@@ -17,7 +17,8 @@ from typing import Self
 from ..core import UserError
 from ._files import checked_path
 from ._live import OutputCallback
-from ._session_models import CellResult, OutputEvent, SessionEvent
+from ._protocol import RunningCommand
+from ._session_models import CellResult, CommandResult, OutputEvent, SessionEvent
 
 CONTEXT_LANGUAGES = ("python",)
 """Languages whose sessions hold named contexts (fresh namespaces of one interpreter)."""
@@ -57,6 +58,29 @@ class SessionBase(ClosedAtExit):
         context: str | None = None,
     ) -> AsyncIterator[SessionEvent]:
         """Run one cell: its output and display outputs as they come, then its result."""
+
+    @abc.abstractmethod
+    async def start_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's own limit
+    ) -> RunningCommand:
+        """Start a shell command beside the interpreter, as the session's user."""
+
+    async def run_command(
+        self,
+        command: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's own limit
+    ) -> CommandResult:
+        """:meth:`start_command` and wait for its result."""
+        handle = await self.start_command(command, env=env, cwd=cwd, timeout=timeout)
+        return await handle.wait()
 
     async def run(
         self,

@@ -375,17 +375,6 @@ class ScriptedSession(SessionBase):
                 )
         self._fail(f"ScriptedSession has no command for:\n{command}")
 
-    async def run_command(
-        self,
-        command: str,
-        *,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
-    ) -> CommandResult:
-        handle = await self.start_command(command, env=env, cwd=cwd, timeout=timeout)
-        return await handle.wait()
-
     def _check_open(self) -> None:
         if not self.started:
             self._fail("ScriptedSession used before start()")
