@@ -74,7 +74,7 @@ def mcp(
         int | None,
         typer.Option(
             min=1,
-            help="Sessions all clients together may hold open (the server's session cap).",
+            help="Sessions all clients together may hold open (one cap for the whole server).",
             show_default=_shown("max_sessions_total"),
         ),
     ] = None,
