@@ -84,12 +84,17 @@ class Envd:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/health", _healthy, methods=["GET"]),
+            Route("/health", self._health, methods=["GET"]),
             Route("/files", self._read_file, methods=["GET"]),
             Route("/files", self._write_files, methods=["POST"]),
             Route("/filesystem.Filesystem/{method}", self._rpc, methods=["POST"]),
             Route("/process.Process/{method}", self._rpc, methods=["POST"]),
         ]
+
+    async def _health(self, request: Request) -> Response:
+        """204 while the sandbox runs; a sandbox that is gone is "not found" (502)."""
+        hosted = sandbox_of(request, self._registry, json_error)
+        return hosted if isinstance(hosted, Response) else Response(status_code=204)
 
     # -- /files ---------------------------------------------------------------------------
 
@@ -363,10 +368,6 @@ def _absolute(path: str) -> str:
     if path.startswith("/"):
         return posixpath.normpath(path)
     return posixpath.normpath(f"{WORKDIR}/{path}")
-
-
-async def _healthy(request: Request) -> Response:
-    return Response(status_code=204)
 
 
 def _file_status(error: BaseException) -> tuple[int, str]:
