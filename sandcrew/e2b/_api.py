@@ -196,7 +196,7 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
         return {}
     try:
         body = await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return json_error(400, "the request body is not valid JSON")
     if not isinstance(body, dict):
         return json_error(400, "the request body must be a JSON object")

@@ -101,7 +101,7 @@ def json_object(payload: bytes) -> dict[str, Any]:
     """A request message: a JSON object, else ``invalid_argument``."""
     try:
         message = json.loads(payload or b"{}")
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         raise ConnectError(Code.INVALID_ARGUMENT, "the request is not valid JSON") from None
     if not isinstance(message, dict):
         raise ConnectError(Code.INVALID_ARGUMENT, "the request is not a JSON object")

@@ -155,7 +155,7 @@ async def _interrupt(hosted: HostedSandbox) -> None:
 async def _json_object(request: Request) -> dict[str, Any] | Response:
     try:
         body = await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return text_error(400, "the request body is not valid JSON")
     if not isinstance(body, dict):
         return text_error(400, "the request body must be a JSON object")
