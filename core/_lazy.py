@@ -71,7 +71,9 @@ def lazy_exports(package: str) -> tuple[Callable[[str], Any], Callable[[], list[
                 module_name, attribute = exports()[name]
             except KeyError:
                 raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-            value = getattr(importlib.import_module(module_name, package), attribute)
+            # Relative to the package a module sits in (a package is its own).
+            anchor = sys.modules[package].__package__
+            value = getattr(importlib.import_module(module_name, anchor), attribute)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -14,7 +14,9 @@ import docker
 import docker.errors
 import pytest
 
-from sandcrew.sandbox import DockerSandbox, DockerUnavailableError, SandboxConfig, connect_docker
+from sandcrew.errors import DockerUnavailableError
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
+from sandcrew.sandbox.host import connect_docker
 from tests.sandbox.helpers import SANDBOX_IMAGE, our_containers
 
 

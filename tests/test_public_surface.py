@@ -24,6 +24,12 @@ PACKAGES = [
     "sandcrew.core",
     "sandcrew.functions",
     "sandcrew.sandbox",
+    "sandcrew.sandbox.images",
+    "sandcrew.sandbox.host",
+    "sandcrew.sandbox.code",
+    "sandcrew.sandbox.files",
+    "sandcrew.sandbox.live",
+    "sandcrew.errors",
     "sandcrew.agents",
     "sandcrew.crew",
     "sandcrew.suites",
@@ -69,7 +75,25 @@ def test_exported_classes_and_functions_are_sandcrews_own(package: str) -> None:
     assert foreign == []
 
 
-LAZY_PACKAGES = ["sandcrew.agents", "sandcrew.sandbox", "sandcrew.crew"]
+def test_the_sandbox_package_exports_its_clients_configs_results_and_errors_only() -> None:
+    """Helpers live in named submodules; the package itself stays a page one can read."""
+    assert len(importlib.import_module("sandcrew.sandbox").__all__) <= 30
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_exported_error_is_in_sandcrew_errors(package: str) -> None:
+    errors = importlib.import_module("sandcrew.errors")
+    module = importlib.import_module(package)
+    exported_errors = {
+        name: value
+        for name in module.__all__
+        if inspect.isclass(value := getattr(module, name))
+        and issubclass(value, errors.SandcrewError)
+    }
+    assert {name: getattr(errors, name, None) for name in exported_errors} == exported_errors
+
+
+LAZY_PACKAGES = ["sandcrew.agents", "sandcrew.sandbox", "sandcrew.crew", "sandcrew.errors"]
 
 
 @pytest.mark.parametrize("package", LAZY_PACKAGES)

@@ -59,7 +59,7 @@ def _root(
 def main() -> None:
     """Console-script entry point."""
     from sandcrew.cli._errors import run_with_clean_errors
-    from sandcrew.sandbox import treat_sigterm_as_interrupt
+    from sandcrew.sandbox.host import treat_sigterm_as_interrupt
 
     # A SIGTERM removes the running containers, as Ctrl-C does.
     treat_sigterm_as_interrupt()

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from sandcrew._http_serving import base_url, bound_socket
 from sandcrew.core import ConfigurationError, SandcrewError, UserError
+from sandcrew.errors import CodeTooLargeError
 from sandcrew.functions import FunctionTool, ToolResult
 from sandcrew.mcp._admission import Admission, QueueFull, QueueLimits
 from sandcrew.mcp._http import (
@@ -43,7 +44,6 @@ from sandcrew.mcp._http import (
 from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
-from sandcrew.sandbox import CodeTooLargeError
 from sandcrew.settings import AppSettings
 
 Transport = Literal["stdio", "streamable-http"]
@@ -207,6 +207,7 @@ def limits_of(settings: AppSettings, *, allow_network: bool) -> ServerLimits:
         max_timeout=settings.sandbox.timeout,
         max_memory_bytes=settings.sandbox.memory_bytes,
         allow_network=allow_network,
+        allowed_hosts=() if settings.sandbox.egress is None else settings.sandbox.egress.entries,
         sessions=settings.mcp,
     )
 
