@@ -127,16 +127,15 @@ async def direct(image: str, runs: int, creates: int) -> tuple[float, float]:
 
 
 def template_image() -> str:
-    """The image the server serves the default template with (see sandcrew.e2b)."""
+    """The image the server serves the default template with (see docs/e2b.md)."""
     import docker
 
-    from sandcrew.sandbox._images import PYTHON_DATA_IMAGE
+    from sandcrew.sandbox.images import list_images
 
-    try:
-        docker.from_env().images.get(PYTHON_DATA_IMAGE)
-    except docker.errors.ImageNotFound:
-        return "sandcrew/python:latest"
-    return PYTHON_DATA_IMAGE
+    for status in list_images(docker.from_env()):
+        if status.name == "python-data" and status.present:
+            return status.tag
+    return "sandcrew/python:latest"
 
 
 def main(argv: list[str]) -> None:

@@ -50,6 +50,8 @@ MIN_KEY_CHARS = 16
 STOP_GRACE = 10
 """Seconds a stopping server gives the answers in flight before it closes their connections."""
 MAX_CONNECTIONS = 256
+DATA_IMAGE_NAME = "python-data"
+"""The image that serves E2B's templates when it is built (see docs/e2b.md)."""
 
 
 @dataclass(frozen=True)
@@ -177,13 +179,12 @@ async def serve(
 
 def _template_image(sandbox: DockerSandbox) -> str:
     """The data image (numpy, pandas, matplotlib) when it is built, else the python image."""
-    from sandcrew.sandbox._images import PYTHON_DATA_IMAGE
+    from sandcrew.sandbox.images import list_images
 
-    try:
-        sandbox.client.images.get(PYTHON_DATA_IMAGE)
-    except Exception:  # docker.errors.ImageNotFound, or the engine refusing: the fallback
-        return sandbox.config.images["python"]
-    return PYTHON_DATA_IMAGE
+    for status in list_images(sandbox.client):
+        if status.name == DATA_IMAGE_NAME and status.present:
+            return status.tag
+    return sandbox.config.images["python"]
 
 
 class _Server(uvicorn.Server):

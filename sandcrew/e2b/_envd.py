@@ -42,14 +42,13 @@ from sandcrew.e2b._connect import (
 from sandcrew.e2b._errors import json_error, not_implemented
 from sandcrew.e2b._plane import WatchedStream, sandbox_of
 from sandcrew.e2b._sandboxes import WORKDIR, HostedSandbox, SandboxRegistry
+from sandcrew.errors import SessionFileError, SessionFileNotFoundError
 from sandcrew.sandbox import (
     CommandResult,
     FileEntry,
     OutputEvent,
     RunningCommand,
     SessionClosedError,
-    SessionFileError,
-    SessionFileNotFoundError,
 )
 
 USER = "user"
