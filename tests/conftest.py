@@ -28,7 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Variables that would point the product at a real model or change its defaults.
-_PRODUCT_VARIABLE_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "SANDCREW_")
+_PRODUCT_VARIABLE_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "SANDCREW_", "E2B_")
 
 
 @pytest.fixture(scope="session")

@@ -207,12 +207,14 @@ def flags_from_options(
     sandbox: dict[str, Any] | None = None,
     sessions: dict[str, Any] | None = None,
     mcp: dict[str, Any] | None = None,
+    e2b: dict[str, Any] | None = None,
     suites: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The one place where command-line options become settings fields (every command)."""
     return {
         "sessions": sessions or {},
         "mcp": mcp or {},
+        "e2b": e2b or {},
         "suites": suites or {},
         "endpoint": {
             "model": model,

@@ -75,6 +75,12 @@ COMMANDS = (
         "Serve run_code, list_languages, the session tools (and solve, with a model) over MCP.",
     ),
     CommandEntry(
+        "e2b",
+        "sandcrew.cli.e2b_server",
+        "e2b",
+        "Serve E2B's sandbox API, so that the unmodified E2B SDK runs on sandcrew's sandboxes.",
+    ),
+    CommandEntry(
         "version", "sandcrew.cli.version", "version", "Print the installed sandcrew version."
     ),
     CommandEntry(

@@ -29,6 +29,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from sandcrew._http_serving import base_url, bound_socket
 from sandcrew.core import ConfigurationError, SandcrewError, UserError
 from sandcrew.errors import CodeTooLargeError
 from sandcrew.functions import FunctionTool, ToolResult
@@ -327,7 +328,7 @@ class _HttpServer(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets=sockets or [_bound(self.config.host, self.config.port)])
+        await super().serve(sockets=sockets or [bound_socket(self.config.host, self.config.port)])
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -354,28 +355,5 @@ class _HttpServer(uvicorn.Server):
         self.should_exit = True
 
 
-def _bound(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host``:``port`` for uvicorn to listen on; a clear error if it cannot."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as error:
-        raise ConfigurationError(f"--host {host}: not an address to listen on ({error})") from None
-    listening = socket.socket(family, kind, proto)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind(address)
-    except OSError as error:
-        listening.close()
-        raise ConfigurationError(
-            f"cannot listen on {host}:{port} ({error.strerror or error}): choose another --port "
-            "(0 picks a free one)"
-        ) from None
-    return listening
-
-
 def _endpoint_url(address: tuple[Any, ...]) -> str:
-    host, port = str(address[0]), int(address[1])
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/mcp"
+    return f"{base_url(address)}/mcp"
