@@ -7,6 +7,7 @@ library, except ``_settings_model`` (pydantic), which the packages with settings
 themselves.
 """
 
+from ._closing import AsyncResource
 from ._errors import (
     ConfigurationError,
     ErrorCode,
@@ -21,6 +22,7 @@ from ._lazy import lazy_exports
 from ._text import counted, describe_invalid_value, trim_middle
 
 __all__ = [
+    "AsyncResource",
     "ConfigurationError",
     "ErrorCode",
     "InfrastructureError",

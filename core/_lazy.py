@@ -28,7 +28,8 @@ LazyExports = Mapping[str, str]
 def lazy_exports(
     package: str, exports: LazyExports
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package``, loading each of ``exports`` on first use.
+    """``__getattr__`` and ``__dir__`` for ``package`` (a package, or a module of one), loading
+    each of ``exports`` on first use.
 
     ``__all__`` is the names of ``exports``, in order. A loaded name is stored in the
     package, so later lookups are plain attribute reads.
@@ -43,7 +44,9 @@ def lazy_exports(
                 module_name = names[name]
             except KeyError:
                 raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-            value = getattr(importlib.import_module(module_name, package), name)
+            # Relative to the package a module sits in (a package is its own).
+            anchor = sys.modules[package].__package__
+            value = getattr(importlib.import_module(module_name, anchor), name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -28,8 +28,6 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import docker
 
@@ -48,7 +46,7 @@ from ._reaper import reap_orphans
 from ._result import TIMEOUT_EXIT_CODE, ExecutionResult
 from ._sandbox import DockerSandbox
 from ._streams import raw_connection, shutdown_connection
-from ._threads import finish_in_thread, undone_if_cancelled
+from ._threads import ClosedInThread, finish_in_thread, undone_if_cancelled
 from ._uids import released_on_error, take_uid_block, uids_per_block
 
 BATCH_LIFETIME_SECONDS = 3600.0
@@ -212,7 +210,7 @@ def _lose(future: asyncio.Future[tuple[BatchHead, bytes]], why: str) -> None:
         future.set_exception(BatchContainerLost(why))
 
 
-class BatchSandbox:
+class BatchSandbox(ClosedInThread):
     """Runs programs in one shared, hardened container, each as its own uid in its own directory.
 
     Implements the :class:`~sandcrew.sandbox.Sandbox` protocol. Up to ``slots``
@@ -505,19 +503,3 @@ class BatchSandbox:
             if self._client is not None and self._owns_client:
                 self._client.close()
                 self._client = None
-
-    async def aclose(self) -> None:
-        """:meth:`close` without blocking the event loop; cancelling it still lets it finish."""
-        await finish_in_thread(self.close)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -148,7 +148,7 @@ class HostRule(BaseModel):
     @property
     def names_address(self) -> bool:
         """The entry names an address or ``localhost``: private ranges are allowed for it."""
-        return self.host == "localhost" or _is_address(self.host)
+        return self.host == "localhost" or is_address(self.host)
 
     def matches(self, host: str, port: int) -> bool:
         if port not in self.ports:
@@ -164,7 +164,8 @@ class HostRule(BaseModel):
         return f"{host}:{self.ports[0]}"
 
 
-def _is_address(host: str) -> bool:
+def is_address(host: str) -> bool:
+    """``host`` is an IP address (v4 or v6), not a name."""
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -178,7 +179,7 @@ def parse_host_rule(text: str) -> HostRule:
     wildcard = host_text.startswith("*.")
     host = normalize_host(host_text[2:] if wildcard else host_text)
     if wildcard:
-        if _is_address(host) or "." not in host:
+        if is_address(host) or "." not in host:
             raise ValueError(
                 f"{text!r}: a wildcard covers the subdomains of a domain with at least two "
                 "labels, such as *.example.org"
@@ -370,6 +371,33 @@ class EgressPolicy(SettingsModel):
     ) -> EgressPolicy:
         """A policy from entries as a person writes them (``--allow-host``, ``--secret-header``)."""
         return cls.model_validate({"allow": list(allow), "secret_headers": list(secret_headers)})
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """Each host the policy lets through, as text: the allow-list's entries, then the
+        hosts of secret headers not already listed (``HOST:PORT``)."""
+        listed = [str(rule) for rule in self.allow]
+        for header in self.secret_headers:
+            if not any(rule.matches(header.host, header.port) for rule in self.allow):
+                listed.append(str(header.rule))
+        return tuple(dict.fromkeys(listed))
+
+    def narrowed(self, entries: Iterable[str]) -> EgressPolicy:
+        """This policy with only the ``entries`` chosen (texts of :attr:`entries`) and the
+        secret headers of their hosts: what a server lets a client pick, never widen.
+        An entry this policy does not have raises :class:`ValueError` naming what it has."""
+        chosen = list(dict.fromkeys(entries))
+        unknown = [entry for entry in chosen if entry not in self.entries]
+        if unknown:
+            offered = ", ".join(self.entries) or "none"
+            raise ValueError(f"not allowed here: {', '.join(unknown)} (allowed: {offered})")
+        rules = tuple(rule for rule in self.allow if str(rule) in chosen)
+        headers = tuple(
+            header
+            for header in self.secret_headers
+            if str(header.rule) in chosen or any(r.matches(header.host, header.port) for r in rules)
+        )
+        return self.model_copy(update={"allow": rules, "secret_headers": headers})
 
     def secret_for(self, host: str, port: int, scheme: str) -> SecretHeader | None:
         for header in self.secret_headers:

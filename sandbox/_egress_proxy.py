@@ -48,6 +48,7 @@ from ._egress_policy import (
     EgressPolicy,
     IPAddress,
     SecretHeader,
+    is_address,
     normalize_host,
     refused_address,
 )
@@ -535,7 +536,7 @@ class _Connection:
                 403, f"{error}: only TLS to the named host goes through a tunnel"
             ) from None
         if name is None:
-            if _is_address(host):
+            if is_address(host):
                 return host
             raise Refused(403, f"the TLS handshake names no server (the tunnel is for {host})")
         if name != host:
@@ -902,14 +903,6 @@ def _masked(value: bytes, secret: _Secret | None) -> bytes:
     if secret is None:
         return value
     return value.replace(secret.value, _MASK * len(secret.value))
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def _authority(text: str, default_port: int | None) -> tuple[str, int]:

@@ -33,8 +33,9 @@ NODE_IMAGE = "sandcrew/node:latest"
 PYTHON_DATA_IMAGE = "sandcrew/python-data:latest"
 DATA_PACKAGES = ("numpy==1.26.4", "pandas==2.2.3", "matplotlib==3.9.2", "scipy==1.14.1")
 """What the python-data image adds (their dependencies come with them)."""
-SESSION_PACKAGES = ("ipython==8.31.0",)
-"""What the python image adds: the interpreter of Python sessions (and its dependencies)."""
+SESSION_PACKAGES = ("ipython==8.31.0", "pip==24.3.1")
+"""What the python image adds: the interpreter of Python sessions (and its dependencies),
+and pip, for ``pip install --target`` from an index a network policy allows."""
 OFFLINE_SUITE = "bookworm"
 OFFLINE_BASE_IMAGE = f"sandcrew/debian-base:{OFFLINE_SUITE}"
 PUBLIC_BASE_IMAGE = "python:3.11-slim-bookworm"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 from ._live import OutputCallback
@@ -123,12 +122,7 @@ class Session(Protocol):
 
     async def __aenter__(self) -> Self: ...
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None: ...
+    async def __aexit__(self, *exc_info: object) -> None: ...
 
     async def run(
         self,

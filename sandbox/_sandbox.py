@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import docker
@@ -29,7 +28,7 @@ from ._live import LiveOutput, OutputCallback
 from ._result import ExecutionResult
 from ._session_models import OutputEvent
 from ._supervisor import program_delivery
-from ._threads import finish_in_thread
+from ._threads import ClosedInThread, finish_in_thread
 
 if TYPE_CHECKING:
     from ._egress_proxy import EgressChannel, EgressNetwork
@@ -44,7 +43,7 @@ _POOLED_ATTEMPTS = 2
 _LISTING_ALLOWANCE = 256 * 1024
 
 
-class DockerSandbox:
+class DockerSandbox(ClosedInThread):
     """Runs programs in throwaway Docker containers, one new container per run.
 
     Implements the :class:`~sandcrew.sandbox.Sandbox` protocol. The constructor
@@ -110,40 +109,22 @@ class DockerSandbox:
         """
         self._supply.close()
 
-    async def aclose(self) -> None:
-        """:meth:`close` without blocking the event loop; cancelling it still lets it finish."""
-        await finish_in_thread(self.close)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         try:
             await self.aclose()
         except SandboxError:
-            if exc is None:
+            if exc_info[1] is None:
                 raise  # otherwise the error that ended the block matters more
 
     def __enter__(self) -> Self:
         self._supply.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         try:
             self.close()
         except SandboxError:
-            if exc is None:
+            if exc_info[1] is None:
                 raise
 
     def session(

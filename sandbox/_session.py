@@ -14,16 +14,13 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
-import inspect
 import itertools
 import json
-import posixpath
 import secrets
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..core import UserError
@@ -41,13 +38,13 @@ from ._errors import (
     SessionTimeoutError,
     UnsupportedLanguageError,
 )
-from ._files import checked_path, files_below, read_input_file
+from ._files import files_below, read_input_file
 from ._inside import session_protocol as protocol
 from ._inside.session_channel import clean_count, clean_error
 from ._inside_command import inside_command
 from ._languages import normalize_language
-from ._live import OutputCallback
 from ._network_log import NetworkLog
+from ._session_base import SessionBase
 from ._session_connection import SessionConnection
 from ._session_models import (
     CellError,
@@ -68,8 +65,6 @@ if TYPE_CHECKING:
 
 SESSION_LANGUAGES = ("python", "bash", "javascript")
 """Languages a session can hold."""
-CONTEXT_LANGUAGES = ("python",)
-"""Languages whose sessions hold named contexts (fresh namespaces of one interpreter)."""
 
 _DRIVERS = {"python": "session_python", "bash": "session_bash"}
 _JAVASCRIPT_DRIVER = Path(__file__).resolve().parent / "_inside" / "session_javascript.js"
@@ -143,7 +138,7 @@ class CommandHandle:
         self._done.set()
 
 
-class DockerSession:
+class DockerSession(SessionBase):
     """A live interpreter in a hardened container. Made by :meth:`DockerSandbox.session`.
 
     ``async with sandbox.session(language="python") as session:`` starts it;
@@ -308,39 +303,7 @@ class DockerSession:
         if egress is not None:
             self.network = egress.close()
 
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     # -- cells ----------------------------------------------------------------------------
-
-    async def run(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the cell's limit, enforced inside
-        on_output: OutputCallback | None = None,
-        context: str | None = None,
-    ) -> CellResult:
-        """Run one cell and return what it did; ``on_output`` (sync or async) sees its output
-        as it comes. ``context`` names a namespace of its own (Python; made on first use)."""
-        result: CellResult | None = None
-        async for event in self.stream(code, timeout=timeout, context=context):
-            if isinstance(event, CellResult):
-                result = event
-            elif isinstance(event, OutputEvent) and on_output is not None:
-                told = on_output(event)
-                if inspect.isawaitable(told):
-                    await told
-        assert result is not None
-        return result
 
     async def stream(
         self,
@@ -373,14 +336,6 @@ class DockerSession:
         self._check_context(name)
         self._fresh_contexts.discard(name)
         self._dropped_contexts.add(name)
-
-    def _check_context(self, name: str | None) -> None:
-        if name is None:
-            return
-        if self.language not in CONTEXT_LANGUAGES:
-            raise UserError(f"a {self.language} session has no contexts (only python has)")
-        if not name or len(name) > 200 or not name.isprintable():
-            raise UserError(f"a context name is 1 to 200 printable characters (got {name!r})")
 
     async def _begin(self, code: str, time_limit: float | None, context: str | None) -> _Cell:
         if not code.strip():
@@ -443,21 +398,6 @@ class DockerSession:
         )
 
     # -- files ----------------------------------------------------------------------------
-
-    def file_path(self, name: str) -> str:
-        """``name`` relative to the work folder: a relative name as it is, an absolute path
-        inside the work folder without its prefix; anything else is refused."""
-        if name.startswith("/"):
-            normal = posixpath.normpath(name)
-            root = self.workdir.rstrip("/")
-            if normal == root:
-                return "."
-            if not normal.startswith(root + "/"):
-                raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
-            name = normal[len(root) + 1 :]
-        if name in ("", "."):
-            return "."
-        return checked_path(name, what="file name")
 
     async def put_file(self, name: str, data: bytes | Path) -> None:
         """Write a file into the work dir (a host folder: every file in it, under ``name``).
@@ -564,18 +504,6 @@ class DockerSession:
             self._commands.pop(ident, None)
             raise
         return handle
-
-    async def run_command(
-        self,
-        command: str,
-        *,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, enforced inside
-    ) -> CommandResult:
-        """:meth:`start_command` and wait for its result."""
-        handle = await self.start_command(command, env=env, cwd=cwd, timeout=timeout)
-        return await handle.wait()
 
     # -- requests and frames ----------------------------------------------------------------
 

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from ..core import UserError
 from ._errors import SandboxError
 from ._session import DockerSession
+from ._session_base import ClosedAtExit
 from ._session_models import SessionLimits
 
 if TYPE_CHECKING:
     from ._sandbox import DockerSandbox
 
 
-class SessionPool:
+class SessionPool(ClosedAtExit):
     """``size`` started sessions of one language, image and limits, ready to be taken.
 
     ``async with SessionPool(sandbox, size=2) as pool: session = await pool.take()``;
@@ -103,14 +103,3 @@ class SessionPool:
                 await task
         while not self._ready.empty():
             await self._ready.get_nowait().close()
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -16,11 +16,14 @@ Two kinds of work need something else, for measured reasons:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from ..core import AsyncResource
 
 _T = TypeVar("_T")
 
@@ -44,6 +47,19 @@ async def finish_in_thread(close: Callable[[], _T]) -> _T:
     except asyncio.CancelledError:
         await asyncio.wait({closing})
         raise
+
+
+class ClosedInThread(AsyncResource):
+    """A resource whose :meth:`close` blocks (engine calls): :meth:`aclose` runs it in a
+    thread that a cancelled caller still lets finish."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release everything held, waiting for it; closing twice is fine."""
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the event loop; cancelling it still lets it finish."""
+        await finish_in_thread(self.close)
 
 
 async def undone_if_cancelled(make: Callable[[], _T], undo: Callable[[_T], None]) -> _T:

@@ -10,7 +10,7 @@ Environment: ``SANDCREW_MODE``, ``SANDCREW_MAX_ROUNDS``, ``SANDCREW_TOKEN_BUDGET
 ``SANDCREW_CONFIG`` or ``--config``, ``~/.config/sandcrew/config.toml`` is read when it exists.
 
 The file holds the keys of :class:`AppSettings` (the crew's at the top level, then a
-table for the sandbox, sessions, the MCP server and suites)::
+table for the sandbox, sessions, the MCP server, the E2B server and suites)::
 
     mode = "workflow"
     max_rounds = 20
@@ -26,6 +26,8 @@ table for the sandbox, sessions, the MCP server and suites)::
     cell_timeout = 60
     [mcp]
     max_sessions = 8
+    [e2b]
+    max_sandboxes = 4
     [suites]
     concurrency = 4
 """
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -119,6 +121,30 @@ class McpSettings(SettingsModel):
     """Largest file a client may put into or get from a session (it travels as JSON)."""
 
 
+class E2bSettings(SettingsModel):
+    """The ``[e2b]`` table: what ``sandcrew e2b`` (the E2B-compatible server) allows its
+    clients; its flags override these."""
+
+    settings_title: ClassVar[str] = "E2B server settings"
+
+    api_key: SecretStr | None = None
+    """The key clients send as ``E2B_API_KEY`` (generated and printed when unset)."""
+    max_sandboxes: int = Field(default=8, ge=1, le=1000)
+    """Sandboxes the server holds at once; past it a create is refused (the SDK's
+    rate-limit error)."""
+    default_timeout: float = Field(default=300.0, gt=0, le=86_400)
+    """Seconds a sandbox lives when its create names no timeout (E2B's default)."""
+    max_timeout: float = Field(default=3600.0, gt=0, le=86_400)
+    """Most seconds a create, ``set_timeout`` or ``connect`` may give a sandbox."""
+    max_lifetime: float = Field(default=86_400.0, gt=0, le=7 * 86_400)
+    """Seconds a sandbox lives at most, however often its timeout is moved."""
+    max_cell_timeout: float = Field(default=600.0, gt=0, le=86_400)
+    """Seconds a cell may run on the server's side (the SDK's own timeout usually ends
+    it first: the server then interrupts it and keeps the state)."""
+    max_body_bytes: int = Field(default=48 * 1024 * 1024, ge=1024, le=1024**3)
+    """Largest request body (a file written through the files API included)."""
+
+
 class SuiteSettings(SettingsModel):
     """The ``[suites]`` table: defaults of ``suite run`` and ``suite evaluate``."""
 
@@ -136,10 +162,11 @@ class SuiteSettings(SettingsModel):
 
 class AppSettings(CrewSettings):
     """The application's settings root: the crew's keys at the top level (as they always
-    were), and the tables ``[sandbox]``, ``[sessions]``, ``[mcp]`` and ``[suites]``."""
+    were), and the tables ``[sandbox]``, ``[sessions]``, ``[mcp]``, ``[e2b]`` and ``[suites]``."""
 
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    e2b: E2bSettings = Field(default_factory=E2bSettings)
     suites: SuiteSettings = Field(default_factory=SuiteSettings)
 
 

@@ -14,7 +14,9 @@ import docker
 import docker.errors
 import pytest
 
-from sandcrew.sandbox import DockerSandbox, DockerUnavailableError, SandboxConfig, connect_docker
+from sandcrew.errors import DockerUnavailableError
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
+from sandcrew.sandbox.host import connect_docker
 from tests.sandbox.helpers import SANDBOX_IMAGE, our_containers
 
 
@@ -26,7 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Variables that would point the product at a real model or change its defaults.
-_PRODUCT_VARIABLE_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "SANDCREW_")
+_PRODUCT_VARIABLE_PREFIXES = ("OPENAI_", "AZURE_OPENAI_", "SANDCREW_", "E2B_")
 
 
 @pytest.fixture(scope="session")

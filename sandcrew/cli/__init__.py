@@ -65,7 +65,7 @@ def main() -> None:
     # loaded, then resumes with them frozen out of its way (see _registry.load_command).
     gc.disable()
     from sandcrew.cli._errors import run_with_clean_errors
-    from sandcrew.sandbox import treat_sigterm_as_interrupt
+    from sandcrew.sandbox.host import treat_sigterm_as_interrupt
 
     # A SIGTERM removes the running containers, as Ctrl-C does.
     treat_sigterm_as_interrupt()

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandcrew.errors import UserError
-from sandcrew.sandbox import ExecutionResult, save_artifacts
+from sandcrew.sandbox import ExecutionResult
 from sandcrew.sandbox._files import files_below
+from sandcrew.sandbox.files import save_artifacts
 
 
 def files_from_paths(paths: list[Path]) -> dict[str, Path]:

@@ -14,7 +14,8 @@ import typer
 
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewMode, CrewSettings
-from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 from sandcrew.settings import DEFAULT_CONFIG_PATH, AppSettings, load_settings
 
 
@@ -127,6 +128,19 @@ ModelRetries = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+InputFiles = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--file",
+        "-f",
+        help="Input file (or folder) put into the work dir (every run's, or the session's "
+        "before its first cell); repeatable.",
+        metavar="PATH",
+    ),
+]
+
+Network = Annotated[bool, typer.Option("--network", help="Allow network access (off by default).")]
+
 AllowHost = Annotated[
     list[str] | None,
     typer.Option(
@@ -193,12 +207,14 @@ def flags_from_options(
     sandbox: dict[str, Any] | None = None,
     sessions: dict[str, Any] | None = None,
     mcp: dict[str, Any] | None = None,
+    e2b: dict[str, Any] | None = None,
     suites: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The one place where command-line options become settings fields (every command)."""
     return {
         "sessions": sessions or {},
         "mcp": mcp or {},
+        "e2b": e2b or {},
         "suites": suites or {},
         "endpoint": {
             "model": model,

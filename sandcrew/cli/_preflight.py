@@ -13,8 +13,9 @@ import openai
 
 from sandcrew.agents import ModelEndpoint
 from sandcrew.crew import CrewSettings
-from sandcrew.errors import ConfigurationError, ErrorCode, InfrastructureError
-from sandcrew.sandbox import ImageNotFoundError, SandboxConfig, connect_docker
+from sandcrew.errors import ConfigurationError, ErrorCode, ImageNotFoundError, InfrastructureError
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.sandbox.host import connect_docker
 
 _LISTED_MODELS_SHOWN = 5
 

@@ -12,15 +12,12 @@ import gc
 import importlib
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 import typer.main
 from typer import BadParameter
 from typer.core import TyperCommand, TyperGroup
-
-if TYPE_CHECKING:
-    from typer.core import TyperOption
 
 # click's own classes are typer's private business: what passes through here is typed Any.
 Command = Any
@@ -79,6 +76,12 @@ COMMANDS = (
         "Serve run_code, list_languages, the session tools (and solve, with a model) over MCP.",
     ),
     CommandEntry(
+        "e2b",
+        "sandcrew.cli.e2b_server",
+        "e2b",
+        "Serve E2B's sandbox API, so that the unmodified E2B SDK runs on sandcrew's sandboxes.",
+    ),
+    CommandEntry(
         "version", "sandcrew.cli.version", "version", "Print the installed sandcrew version."
     ),
     CommandEntry(
@@ -94,20 +97,9 @@ COMMANDS = (
 )
 
 
-def _not_given_is_false(help_option: TyperOption | None) -> TyperOption | None:
-    # typer builds a pydantic validator for a flag whose value is None (not given), which
-    # imports pydantic: ~40% of `sandcrew version`. Not given, a flag is False.
-    if help_option is not None:
-        help_option.default = False
-    return help_option
-
-
 class _Command(TyperCommand):
-    """A command whose ``--help`` costs nothing until it is given, and whose options that
-    cannot be read are all named in one error (click stops at the first)."""
-
-    def get_help_option(self, ctx: Context) -> TyperOption | None:
-        return _not_given_is_false(super().get_help_option(ctx))
+    """A command whose options that cannot be read are all named in one error (click stops
+    at the first)."""
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         given = list(args)
@@ -202,9 +194,6 @@ class CommandGroup(TyperGroup):
     def __init__(self, **attributes: Any) -> None:
         super().__init__(**attributes)
         self.commands = _CommandsOnDemand(COMMANDS)
-
-    def get_help_option(self, ctx: Context) -> TyperOption | None:
-        return _not_given_is_false(super().get_help_option(ctx))
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)

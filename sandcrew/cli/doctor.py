@@ -18,20 +18,15 @@ import sandcrew
 from sandcrew.cli import _options as options, _output
 from sandcrew.cli._exit_codes import ExitCode
 from sandcrew.crew import CrewSettings
-from sandcrew.errors import SandcrewError
-from sandcrew.sandbox import (
-    DEFAULT_IMAGES,
-    DockerSandbox,
-    EgressPolicy,
-    ImageNotFoundError,
-    SandboxConfig,
-    SandboxError,
+from sandcrew.errors import ImageNotFoundError, SandcrewError
+from sandcrew.sandbox import DockerSandbox, EgressPolicy, SandboxConfig, SandboxError
+from sandcrew.sandbox.host import (
     connect_docker,
     describe_seccomp_profile,
     describe_uid_leases,
     docker_endpoint,
-    list_images,
 )
+from sandcrew.sandbox.images import DEFAULT_IMAGES, list_images
 from sandcrew.settings import DEFAULT, describe_settings, load_settings
 
 # Runs inside a sandbox container and reports what the kernel really enforces.

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from sandcrew.cli import _options as options, _output
 from sandcrew.errors import UserError
-from sandcrew.sandbox import BaseSource, build_images, connect_docker, list_images
+from sandcrew.sandbox.host import connect_docker
+from sandcrew.sandbox.images import BaseSource, build_images, list_images
 
 _STEP = re.compile(r"^\s*Step \d+/\d+ ")
 """Docker's build progress lines, e.g. ``Step 3/8 : RUN …``."""

@@ -43,6 +43,8 @@ def mcp(
         bool,
         typer.Option("--allow-network", help="Let a client ask for network access in a run."),
     ] = False,
+    allow_host: options.AllowHost = None,
+    secret_header: options.SecretHeader = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image for the runs.")] = None,
     max_sessions: Annotated[
         int | None,
@@ -72,7 +74,7 @@ def mcp(
         int | None,
         typer.Option(
             min=1,
-            help="Sessions all clients together may hold open (the server's session cap).",
+            help="Sessions all clients together may hold open (one cap for the whole server).",
             show_default=_shown("max_sessions_total"),
         ),
     ] = None,
@@ -119,6 +121,8 @@ def mcp(
 
     Clients may lower a run's timeout and memory and turn its network on only where the
     server allows it; the limits here (and the settings file's sandbox table) are the ceilings.
+    --allow-host and --secret-header list the hosts a client may name for a run or a
+    session (allow_hosts); a run reaches none unless its client names them.
     """
     if transport not in ("stdio", "streamable-http"):
         raise ConfigurationError(
@@ -128,7 +132,13 @@ def mcp(
         config=config,
         model=model,
         base_url=base_url,
-        sandbox=options.sandbox_flags(run_timeout=timeout, memory=memory, image=image),
+        sandbox=options.sandbox_flags(
+            run_timeout=timeout,
+            memory=memory,
+            image=image,
+            allow_hosts=allow_host,
+            secret_headers=secret_header,
+        ),
         mcp={
             "max_sessions": max_sessions,
             "max_sessions_total": max_sessions_total,

@@ -69,15 +69,7 @@ def repl(
     image: Annotated[
         str | None, typer.Option(help="Use this image instead of the language's default one.")
     ] = None,
-    file: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--file",
-            "-f",
-            help="File (or folder) put into the work dir first; repeatable.",
-            metavar="PATH",
-        ),
-    ] = None,
+    file: options.InputFiles = None,
     images: Annotated[
         Path,
         typer.Option(help="Folder where images the cells display are saved."),
@@ -91,9 +83,7 @@ def repl(
         ),
     ] = None,
     memory: options.Memory = None,
-    network: Annotated[
-        bool, typer.Option("--network", help="Allow network access (off by default).")
-    ] = False,
+    network: options.Network = False,
     allow_host: options.AllowHost = None,
     secret_header: options.SecretHeader = None,
     config: options.Config = None,

@@ -49,9 +49,7 @@ def run(
     ] = None,
     run_timeout: options.RunTimeoutOrTimeout = None,
     memory: options.Memory = None,
-    network: Annotated[
-        bool, typer.Option("--network", help="Allow network access (off by default).")
-    ] = False,
+    network: options.Network = False,
     allow_host: options.AllowHost = None,
     secret_header: options.SecretHeader = None,
     image: Annotated[
@@ -59,15 +57,7 @@ def run(
     ] = None,
     config: options.Config = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    file: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--file",
-            "-f",
-            help="Input file (or folder) put into the program's work dir; repeatable.",
-            metavar="PATH",
-        ),
-    ] = None,
+    file: options.InputFiles = None,
     out: Annotated[
         Path | None,
         typer.Option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sandcrew.sandbox import connect_docker, reap_orphans
+from sandcrew.sandbox.host import connect_docker, reap_orphans
 
 sandbox_app = typer.Typer(
     help="Manage sandbox containers.", no_args_is_help=True, rich_markup_mode=None

@@ -28,7 +28,8 @@ from sandcrew.cli.run import artifact_lines
 from sandcrew.core import counted
 from sandcrew.crew import CrewResult, SessionSandbox, solve_task
 from sandcrew.errors import InfrastructureError, UserError
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, load_input_files
+from sandcrew.sandbox import DockerSandbox, ExecutionResult
+from sandcrew.sandbox.files import load_input_files
 from sandcrew.settings import AppSettings
 from sandcrew.transcript import TranscriptWriter
 
@@ -71,15 +72,7 @@ def solve(
         Path | None,
         typer.Option(help="Write the chat as a self-contained HTML page.", metavar="FILE"),
     ] = None,
-    file: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--file",
-            "-f",
-            help="Input file (or folder) every run receives; repeatable.",
-            metavar="PATH",
-        ),
-    ] = None,
+    file: options.InputFiles = None,
     out: Annotated[
         Path | None,
         typer.Option(

@@ -7,7 +7,7 @@ import ast
 from pydantic import BaseModel, ConfigDict
 
 from sandcrew.agents import strip_reasoning
-from sandcrew.sandbox import CodeBlock, extract_code_blocks
+from sandcrew.sandbox.code import CodeBlock, extract_code_blocks
 
 RUNNABLE_LANGUAGES = ("python", "bash", "javascript")
 

@@ -16,14 +16,14 @@ from sandcrew.core import UserError
 from sandcrew.sandbox import (
     DockerSandbox,
     ExecutionResult,
-    OutputCallback,
     SandboxConfig,
     SandboxWithSessions,
     SessionClosedError,
     SessionLimits,
-    normalize_language,
 )
 from sandcrew.sandbox._lazy_session import LazySession
+from sandcrew.sandbox.code import normalize_language
+from sandcrew.sandbox.live import OutputCallback
 
 
 class SessionSandbox:

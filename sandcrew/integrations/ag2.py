@@ -22,16 +22,17 @@ Needs ``pip install 'sandcrew[ag2]'``.
 
 from __future__ import annotations
 
+import abc
 import base64
 import re
 import shlex
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 from sandcrew._extras import MissingExtraError
+from sandcrew.core import AsyncResource
 from sandcrew.sandbox import (
     DockerSandbox,
     Sandbox,
@@ -57,7 +58,44 @@ USAGE_EXIT_CODE = 2
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class SandcrewSandbox(SandboxBase):
+class _SharedOnCopy:
+    """AG2 deep-copies the tools given to an agent; the copy of a handle on a Docker
+    connection is the same handle (as AG2's own Docker backend does)."""
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Self:
+        return self
+
+
+class _InContainer(_SharedOnCopy, SandboxBase):
+    """What both opened sandboxes share: a working directory inside the container (never
+    on the host), the variable names a command may set, and how a timeout is told."""
+
+    def __init__(self, workdir: PurePosixPath) -> None:
+        self._workdir = workdir
+
+    @property
+    def workdir(self) -> PurePosixPath:
+        return self._workdir
+
+    @property
+    def host_workdir(self) -> Path | None:
+        return None  # the working directory is a tmpfs inside the container
+
+    @staticmethod
+    def _check_variables(env: dict[str, str]) -> None:
+        for name in env:
+            if not _VARIABLE_NAME.match(name):
+                raise ValueError(f"environment variable names are letters, digits and _ ({name!r})")
+
+    @staticmethod
+    def _result(output: str, exit_code: int, *, timed_out: bool, limit: float) -> ExecResult:
+        output = output.strip()
+        if timed_out:
+            output = f"{output}\nExecution timed out after {limit:g}s".strip()
+        return ExecResult(output=output, exit_code=exit_code)
+
+
+class SandcrewSandbox(_InContainer):
     """One opened sandbox: each ``exec`` is a new container, files put here go with it.
 
     Containers are throwaway, so the files given to :meth:`put_file` live in this object
@@ -66,18 +104,10 @@ class SandcrewSandbox(SandboxBase):
     """
 
     def __init__(self, sandbox: Sandbox, workdir: PurePosixPath) -> None:
+        super().__init__(workdir)
         self._sandbox = sandbox
-        self._workdir = workdir
         self._files: dict[PurePosixPath, bytes] = {}
         self._closed = False
-
-    @property
-    def workdir(self) -> PurePosixPath:
-        return self._workdir
-
-    @property
-    def host_workdir(self) -> Path | None:
-        return None  # the working directory is a tmpfs inside each container
 
     async def exec(
         self,
@@ -92,11 +122,12 @@ class SandcrewSandbox(SandboxBase):
             return ExecResult(output="", exit_code=USAGE_EXIT_CODE)
         program = self._program(argv, env or {})
         result = await self._sandbox.run(program, "bash", timeout=timeout)
-        output = result.combined_output().strip()
-        exit_code = result.posix_exit_code
-        if result.timed_out:
-            output = f"{output}\nExecution timed out after {result.timeout:g}s".strip()
-        return ExecResult(output=output, exit_code=exit_code)
+        return self._result(
+            result.combined_output(),
+            result.posix_exit_code,
+            timed_out=result.timed_out,
+            limit=result.timeout,
+        )
 
     async def put_file(self, path: PurePosixPath, content: bytes) -> None:
         self._check_open()
@@ -110,9 +141,6 @@ class SandcrewSandbox(SandboxBase):
         self._closed = True
         self._files.clear()
 
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        return self  # a handle on the factory's Docker connection, shared like the factory
-
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("This SandcrewSandbox is closed; open another from the factory")
@@ -125,17 +153,27 @@ class SandcrewSandbox(SandboxBase):
             if path.parent != PurePosixPath("."):
                 lines.append(f"mkdir -p {shlex.quote(str(path.parent))}")
             lines.append(f"printf '%s' {encoded} | base64 -d > {target} || exit 1")
-        for name, value in env.items():
-            if not _VARIABLE_NAME.match(name):
-                raise ValueError(f"environment variable names are letters, digits and _ ({name!r})")
-            lines.append(f"export {name}={shlex.quote(value)}")
+        self._check_variables(env)
+        lines.extend(f"export {name}={shlex.quote(value)}" for name, value in env.items())
         # AG2 runs Python as `python`; images that only have python3 still answer to it.
         lines.append('command -v python >/dev/null 2>&1 || python() { python3 "$@"; }')
         lines.append(shlex.join(argv))
         return "\n".join(lines) + "\n"
 
 
-class SandcrewSandboxFactory:
+class _Factory(_SharedOnCopy, AsyncResource):
+    """What both factories share: a sandbox started on entry, and a copy that is itself."""
+
+    @property
+    @abc.abstractmethod
+    def sandbox(self) -> Sandbox:
+        """The sandbox the opened sandboxes run on."""
+
+    async def start(self) -> None:
+        await self.sandbox.start()
+
+
+class SandcrewSandboxFactory(_Factory):
     """AG2 ``SandboxFactory`` (and ``WorkdirAware``) opening :class:`SandcrewSandbox` es.
 
     One :class:`~sandcrew.sandbox.DockerSandbox` made from ``config`` serves every
@@ -174,23 +212,6 @@ class SandcrewSandboxFactory:
     async def aclose(self) -> None:
         await self._sandbox.aclose()
 
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        # AG2 deep-copies the tools given to an agent; the copy of a handle on a
-        # Docker connection is the same handle (as AG2's own Docker backend does).
-        return self
-
-    async def __aenter__(self) -> Self:
-        await self._sandbox.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
 
 def _relative(path: PurePosixPath) -> PurePosixPath:
     path = PurePosixPath(path)
@@ -199,7 +220,7 @@ def _relative(path: PurePosixPath) -> PurePosixPath:
     return path
 
 
-class SandcrewSessionSandbox(SandboxBase):
+class SandcrewSessionSandbox(_InContainer):
     """An AG2 sandbox on one sandcrew session: files persist between ``exec`` calls.
 
     Each ``exec`` runs ``argv`` as a command beside the session's interpreter, in the
@@ -210,17 +231,9 @@ class SandcrewSessionSandbox(SandboxBase):
     """
 
     def __init__(self, session: Session, *, workdir: str, default_timeout: float) -> None:
+        super().__init__(PurePosixPath(workdir))
         self._session = session
-        self._workdir = PurePosixPath(workdir)
         self._default_timeout = default_timeout
-
-    @property
-    def workdir(self) -> PurePosixPath:
-        return self._workdir
-
-    @property
-    def host_workdir(self) -> Path | None:
-        return None  # the working directory is a tmpfs inside the container
 
     async def exec(
         self,
@@ -231,20 +244,19 @@ class SandcrewSessionSandbox(SandboxBase):
     ) -> ExecResult:
         if not argv:
             return ExecResult(output="", exit_code=USAGE_EXIT_CODE)
-        for name in env or {}:
-            if not _VARIABLE_NAME.match(name):
-                raise ValueError(f"environment variable names are letters, digits and _ ({name!r})")
+        self._check_variables(env or {})
         limit = self._default_timeout if timeout is None else timeout
         # The images have python3; AG2's code tool calls it python.
         command = [*(["python3"] if argv[0] == "python" else argv[:1]), *argv[1:]]
         result = await self._session.run_command(
             shlex.join(command), env=dict(env or {}), timeout=limit
         )
-        output = (result.stdout + result.stderr).strip()
-        if result.timed_out:
-            output = f"{output}\nExecution timed out after {limit:g}s".strip()
-            return ExecResult(output=output, exit_code=TIMEOUT_EXIT_CODE)
-        return ExecResult(output=output, exit_code=result.exit_code)
+        return self._result(
+            result.stdout + result.stderr,
+            TIMEOUT_EXIT_CODE if result.timed_out else result.exit_code,
+            timed_out=result.timed_out,
+            limit=limit,
+        )
 
     async def put_file(self, path: PurePosixPath, content: bytes) -> None:
         await self._session.put_file(str(_relative(path)), bytes(content))
@@ -256,11 +268,8 @@ class SandcrewSessionSandbox(SandboxBase):
     async def aclose(self) -> None:
         """Kept open for the next call; the factory closes it."""
 
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        return self
 
-
-class SandcrewSessionFactory:
+class SandcrewSessionFactory(_Factory):
     """AG2 ``SandboxFactory`` whose every ``open`` yields the same persistent sandbox.
 
     The session (one hardened container) starts at the first ``open`` and ends with
@@ -314,21 +323,6 @@ class SandcrewSessionFactory:
     async def aclose(self) -> None:
         self._opened = None
         await self._cells.aclose()
-
-    def __deepcopy__(self, memo: dict[int, object]) -> Self:
-        return self
-
-    async def __aenter__(self) -> Self:
-        await self._sandbox.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 __all__ = [

@@ -39,9 +39,9 @@ from sandcrew.sandbox import (
     SandboxConfig,
     SandboxWithSessions,
     SessionLimits,
-    normalize_language,
 )
 from sandcrew.sandbox._lazy_session import LazySession
+from sandcrew.sandbox.code import normalize_language
 
 try:
     from autogen_core import CancellationToken, Component

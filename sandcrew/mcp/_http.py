@@ -13,19 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from sandcrew._http_serving import (
+    AsgiApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    bounded_body,
+    is_loopback,
+)
 from sandcrew.core import ConfigurationError
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CALLER_KEY = "sandcrew.caller"
 """Where a request's :class:`HttpCaller` is kept in its ASGI scope."""
@@ -50,15 +51,6 @@ def caller_of(request: object) -> HttpCaller | None:
         return None
     caller = scope.get(CALLER_KEY)
     return caller if isinstance(caller, HttpCaller) else None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_auth_token(token: str | None, *, host: str) -> None:
@@ -123,17 +115,12 @@ class HttpGuard:
         ):
             await _refuse(send, 401, _UNAUTHORIZED)
             return
-        declared = headers.get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > self._max_body_bytes:
+        # The SDK reads the whole body before anything else in any case.
+        bounded = await bounded_body(receive, headers, self._max_body_bytes)
+        if bounded is None:
             await _refuse(send, 413, self._too_large())
             return
-        # Read here, bounded (a chunked body declares no length), and handed to the app
-        # whole: the SDK reads the whole body before anything else in any case.
-        body = await _read_body(receive, self._max_body_bytes)
-        if body is None:
-            await _refuse(send, 413, self._too_large())
-            return
-        await self._serve(scope, _replaying(body, receive), send, headers)
+        await self._serve(scope, bounded, send, headers)
 
     def _too_large(self) -> str:
         return f"request body larger than the server accepts ({self._max_body_bytes} bytes)"
@@ -173,36 +160,6 @@ class HttpGuard:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
-
-
-async def _read_body(receive: Receive, limit: int) -> list[Message] | None:
-    """The request's body messages, or None once they pass ``limit`` bytes (the rest unread).
-
-    A disconnect before the end is kept as the last message, for the app to see.
-    """
-    messages: list[Message] = []
-    read = 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return messages
-        read += len(message.get("body", b""))
-        if read > limit:
-            return None
-        if not message.get("more_body"):
-            return messages
-
-
-def _replaying(messages: list[Message], receive: Receive) -> Receive:
-    """``receive`` that first gives the messages already read."""
-    pending = iter(messages)
-
-    async def replay_then_receive() -> Message:
-        message = next(pending, None)
-        return message if message is not None else await receive()
-
-    return replay_then_receive
 
 
 async def _watch_disconnect(receive: Receive, caller: HttpCaller) -> None:

@@ -29,7 +29,9 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from sandcrew._http_serving import base_url, bound_socket
 from sandcrew.core import ConfigurationError, SandcrewError, UserError
+from sandcrew.errors import CodeTooLargeError
 from sandcrew.functions import FunctionTool, ToolResult
 from sandcrew.mcp._admission import Admission, QueueFull, QueueLimits
 from sandcrew.mcp._http import (
@@ -42,7 +44,6 @@ from sandcrew.mcp._http import (
 from sandcrew.mcp._sessions import owner_of
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
-from sandcrew.sandbox import CodeTooLargeError
 from sandcrew.settings import AppSettings
 
 Transport = Literal["stdio", "streamable-http"]
@@ -206,6 +207,7 @@ def limits_of(settings: AppSettings, *, allow_network: bool) -> ServerLimits:
         max_timeout=settings.sandbox.timeout,
         max_memory_bytes=settings.sandbox.memory_bytes,
         allow_network=allow_network,
+        allowed_hosts=() if settings.sandbox.egress is None else settings.sandbox.egress.entries,
         sessions=settings.mcp,
     )
 
@@ -326,7 +328,7 @@ class _HttpServer(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets=sockets or [_bound(self.config.host, self.config.port)])
+        await super().serve(sockets=sockets or [bound_socket(self.config.host, self.config.port)])
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -353,28 +355,5 @@ class _HttpServer(uvicorn.Server):
         self.should_exit = True
 
 
-def _bound(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host``:``port`` for uvicorn to listen on; a clear error if it cannot."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as error:
-        raise ConfigurationError(f"--host {host}: not an address to listen on ({error})") from None
-    listening = socket.socket(family, kind, proto)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind(address)
-    except OSError as error:
-        listening.close()
-        raise ConfigurationError(
-            f"cannot listen on {host}:{port} ({error.strerror or error}): choose another --port "
-            "(0 picks a free one)"
-        ) from None
-    return listening
-
-
 def _endpoint_url(address: tuple[Any, ...]) -> str:
-    host, port = str(address[0]), int(address[1])
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/mcp"
+    return f"{base_url(address)}/mcp"

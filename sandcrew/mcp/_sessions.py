@@ -20,6 +20,7 @@ from typing import Any
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from sandcrew.core import UserError
+from sandcrew.errors import SessionLimitError
 from sandcrew.mcp._tools import (
     Done,
     FileListing,
@@ -33,7 +34,6 @@ from sandcrew.sandbox import (
     OutputEvent,
     Sandbox,
     Session,
-    SessionLimitError,
     SessionLimits,
     SupportsSessions,
 )
@@ -60,7 +60,7 @@ class ClientSessions:
 
     def __init__(
         self,
-        sandbox: Callable[[], Sandbox],
+        sandbox: Callable[[tuple[str, ...]], Sandbox],
         limits: ServerLimits,
         session_limits: SessionLimits | None = None,
     ) -> None:
@@ -112,7 +112,9 @@ class ClientSessions:
             lifetime=limits.max_lifetime,
         )
 
-    async def create(self, owner: object, language: str) -> SessionInfo:
+    async def create(
+        self, owner: object, language: str, *, allow_hosts: tuple[str, ...] = ()
+    ) -> SessionInfo:
         if self._closing:
             raise UserError("the server is stopping; no new sessions")
         held = self._of(owner)
@@ -121,7 +123,7 @@ class ClientSessions:
                 f"this client already holds {len(held)} sessions, the server's limit; "
                 f"close one with session_close (open: {', '.join(held)})"
             )
-        sandbox = self._sandbox()
+        sandbox = self._sandbox(allow_hosts)
         if not isinstance(sandbox, SupportsSessions):
             raise UserError("this server's sandbox holds no sessions; use run_code")
         session = sandbox.session(language, limits=self._session_limits)

@@ -8,11 +8,10 @@ import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sandcrew.agents import Message
-from sandcrew.core import UserError
+from sandcrew.core import AsyncResource, UserError
 from sandcrew.crew import CrewResult, CrewSettings, solve_task
 from sandcrew.mcp._sessions import CONNECTIONLESS, ClientSessions
 from sandcrew.mcp._tools import (
@@ -28,6 +27,7 @@ from sandcrew.mcp._tools import (
 from sandcrew.sandbox import (
     CellResult,
     DockerSandbox,
+    EgressPolicy,
     ExecutionResult,
     OutputEvent,
     Sandbox,
@@ -76,7 +76,7 @@ def _recorded(
     return wrapper
 
 
-class SandboxToolbox:
+class SandboxToolbox(AsyncResource):
     """Runs each call in a new hardened container, within limits no call can raise.
 
     The server's sandbox settings are the base of every run; a call may lower the
@@ -97,26 +97,18 @@ class SandboxToolbox:
         self._settings = settings
         self._limits = limits
         self._sandbox_factory = sandbox_factory
-        self._sandboxes: dict[tuple[int, bool], Sandbox] = {}
+        self._sandboxes: dict[tuple[int, bool, tuple[str, ...]], Sandbox] = {}
         self._runs: set[asyncio.Task[ExecutionResult]] = set()
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._sessions = ClientSessions(
-            lambda: self._sandbox(limits.max_memory_bytes, False),
+            lambda hosts: self._sandbox(limits.max_memory_bytes, False, hosts),
             limits,
             session_limits,
         )
         self._watched: list[object] = []
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def start(self) -> None:
+        """Nothing to start: a sandbox is made on its first run."""
 
     async def aclose(self) -> None:
         """Cancel the runs still going (their containers are removed), then close every sandbox."""
@@ -129,15 +121,34 @@ class SandboxToolbox:
         for sandbox in sandboxes:
             await sandbox.aclose()
 
-    def _sandbox(self, memory_bytes: int, network: bool) -> Sandbox:
-        key = (memory_bytes, network)
+    def _sandbox(self, memory_bytes: int, network: bool, hosts: tuple[str, ...] = ()) -> Sandbox:
+        """The sandbox for runs of these limits; ``hosts`` narrows the server's network
+        policy (its ``--allow-host`` entries) to the ones a client named."""
+        if network and hosts:
+            raise UserError("network (all of it) and allow_hosts (a few hosts) exclude each other")
+        key = (memory_bytes, network, hosts)
         sandbox = self._sandboxes.get(key)
         if sandbox is None:
             config = self._settings.sandbox.model_copy(
-                update={"memory_bytes": memory_bytes, "network": network}
+                update={
+                    "memory_bytes": memory_bytes,
+                    "network": network,
+                    "egress": self._narrowed_policy(hosts),
+                }
             )
             sandbox = self._sandboxes[key] = self._sandbox_factory(config)
         return sandbox
+
+    def _narrowed_policy(self, hosts: tuple[str, ...]) -> EgressPolicy | None:
+        ceiling = self._settings.sandbox.egress
+        if not hosts:
+            return None  # offline unless the client names hosts
+        if ceiling is None:
+            raise UserError("this server allows no hosts (start it with --allow-host)")
+        try:
+            return ceiling.narrowed(hosts)
+        except ValueError as error:
+            raise UserError(str(error)) from None
 
     @_recorded
     async def run_code(
@@ -149,12 +160,13 @@ class SandboxToolbox:
         memory_bytes: int | None,
         network: bool,
         files: dict[str, str] | None = None,
+        allow_hosts: tuple[str, ...] = (),
     ) -> ExecutionResult:
         limits = self._limits
         # The schemas refuse larger values; this keeps the limits true for direct callers too.
         time_limit = min(timeout or limits.max_timeout, limits.max_timeout)
         memory = min(memory_bytes or limits.max_memory_bytes, limits.max_memory_bytes)
-        sandbox = self._sandbox(memory, network and limits.allow_network)
+        sandbox = self._sandbox(memory, network and limits.allow_network, allow_hosts)
         inputs = {name: _utf8(name, text) for name, text in (files or {}).items()}
         run = asyncio.ensure_future(
             self._run_in_slot(sandbox, code, language, time_limit, inputs, _output_reporter())
@@ -193,6 +205,7 @@ class SandboxToolbox:
             max_timeout=self._limits.max_timeout,
             max_memory_mb=self._limits.max_memory_bytes // MIB,
             network_allowed=self._limits.allow_network,
+            allowed_hosts=list(self._limits.allowed_hosts),
         )
 
     @_recorded
@@ -209,9 +222,11 @@ class SandboxToolbox:
         return await solve_task(task, self._settings, sandbox=sandbox, on_message=on_message)
 
     @_recorded
-    async def session_create(self, language: str) -> SessionInfo:
+    async def session_create(
+        self, language: str, *, allow_hosts: tuple[str, ...] = ()
+    ) -> SessionInfo:
         owner = _owner()
-        info = await self._sessions.create(owner, language)
+        info = await self._sessions.create(owner, language, allow_hosts=allow_hosts)
         if owner is not CONNECTIONLESS and not any(seen is owner for seen in self._watched):
             # The connection's own teardown closes what its client left open.
             self._watched.append(owner)

@@ -8,7 +8,7 @@ for more is refused by the same validation that checks the argument types.
 # No `from __future__ import annotations`: the contracts read the limits from the
 # closure at definition time, which string annotations could not see.
 
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,6 +16,9 @@ from sandcrew.crew import CrewResult
 from sandcrew.functions import FunctionTool, function
 from sandcrew.sandbox import CellResult, ExecutionResult, FileEntry
 from sandcrew.settings import McpSettings
+
+if TYPE_CHECKING:  # the toolbox imports these contracts
+    from sandcrew.mcp._toolbox import SandboxToolbox
 
 MIB = 1024 * 1024
 MIN_MEMORY_MIB = 16
@@ -33,6 +36,10 @@ class ServerLimits(BaseModel):
     """Largest memory limit of one run; also the default."""
     allow_network: bool = False
     """Whether a client may ask for network access (runs are offline unless asked)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Hosts a client may let a run or a session reach through the proxy, each as the
+    server's ``--allow-host`` (or ``--secret-header``) wrote it: the ceiling a client
+    narrows, never widens."""
     sessions: McpSettings = Field(default_factory=McpSettings)
     """The session caps and timeouts (the ``[mcp]`` table and the server's flags)."""
 
@@ -45,6 +52,8 @@ class LanguagesResult(BaseModel):
     max_timeout: float
     max_memory_mb: int
     network_allowed: bool
+    allowed_hosts: list[str]
+    """What ``allow_hosts`` of run_code and session_create may name."""
 
 
 class SessionInfo(BaseModel):
@@ -93,53 +102,31 @@ class Done(BaseModel):
     done: bool = True
 
 
-class Toolbox(Protocol):
-    """What the tools do once their arguments are valid."""
+def _hosts_field(limits: ServerLimits, what: str) -> Any:
+    """The ``allow_hosts`` argument: a choice among the server's hosts, never more."""
+    note = (
+        f"Hosts this {what} may reach through the server's proxy, chosen from: "
+        f"{', '.join(limits.allowed_hosts)} (none unless named; not with network)."
+        if limits.allowed_hosts
+        else f"Hosts this {what} may reach; this server allows none, so only [] is accepted."
+    )
+    hosts = list(limits.allowed_hosts)
 
-    async def run_code(
-        self,
-        code: str,
-        language: str,
-        *,
-        timeout: float | None,  # noqa: ASYNC109  (the program's limit, enforced by the sandbox)
-        memory_bytes: int | None,
-        network: bool,
-        files: dict[str, str] | None = None,
-    ) -> ExecutionResult: ...
+    def only_these(schema: dict[str, Any]) -> None:
+        for option in schema.get("anyOf", [schema]):
+            if option.get("type") == "array":
+                option["items"] = {"type": "string", "enum": hosts}
 
-    def list_languages(self) -> LanguagesResult: ...
-
-    async def solve(self, task: str) -> CrewResult: ...
-
-    async def session_create(self, language: str) -> SessionInfo: ...
-
-    async def session_run(
-        self,
-        session_id: str,
-        code: str,
-        *,
-        timeout: float | None,  # noqa: ASYNC109  (the cell's limit, enforced by the session)
-    ) -> CellResult: ...
-
-    async def session_put_file(
-        self, session_id: str, name: str, *, text: str | None, data_base64: str | None
-    ) -> Done: ...
-
-    async def session_get_file(self, session_id: str, name: str) -> FileResult: ...
-
-    async def session_list_files(self, session_id: str, path: str) -> FileListing: ...
-
-    async def session_close(self, session_id: str) -> Done: ...
-
-    def session_list(self) -> SessionList: ...
+    return Field(description=note, json_schema_extra=only_these)
 
 
 def tool_contracts(
-    limits: ServerLimits, toolbox: Toolbox, *, with_solve: bool
+    limits: ServerLimits, toolbox: "SandboxToolbox", *, with_solve: bool
 ) -> list[FunctionTool[..., Any]]:
     """The tools a server with ``limits`` offers; ``solve`` only when a model is configured."""
     max_memory_mib = limits.max_memory_bytes // MIB
     network_values = [False, True] if limits.allow_network else [False]
+
     network_note = (
         "Allow network access for this run (off unless asked)."
         if limits.allow_network
@@ -182,6 +169,7 @@ def tool_contracts(
                 )
             ),
         ] = None,
+        allow_hosts: Annotated[list[str] | None, _hosts_field(limits, "run")] = None,
     ) -> ExecutionResult:
         """Run a program in a new, hardened, throwaway container and report what it did.
 
@@ -197,6 +185,7 @@ def tool_contracts(
             memory_bytes=None if memory_mb is None else memory_mb * MIB,
             network=network,
             files=files,
+            allow_hosts=tuple(allow_hosts or ()),
         )
 
     @function(strict=False)
@@ -227,7 +216,9 @@ def tool_contracts(
 SessionId = Annotated[str, Field(description="The id session_create returned.")]
 
 
-def session_contracts(limits: ServerLimits, toolbox: Toolbox) -> list[FunctionTool[..., Any]]:
+def session_contracts(
+    limits: ServerLimits, toolbox: "SandboxToolbox"
+) -> list[FunctionTool[..., Any]]:
     """The tools that keep a live interpreter between calls (run_code stays stateless)."""
 
     create_description = (
@@ -244,8 +235,9 @@ def session_contracts(limits: ServerLimits, toolbox: Toolbox) -> list[FunctionTo
         language: Annotated[
             str, Field(description="The interpreter: python, bash or javascript.")
         ] = "python",
+        allow_hosts: Annotated[list[str] | None, _hosts_field(limits, "session")] = None,
     ) -> SessionInfo:
-        return await toolbox.session_create(language)
+        return await toolbox.session_create(language, allow_hosts=tuple(allow_hosts or ()))
 
     @function(strict=False)
     async def session_run(

@@ -34,7 +34,7 @@ from sandcrew.suites._executors import (
     Executor,
     Job,
     LocalExecutor,
-    execute_confirming_timeouts,
+    execute_jobs,
 )
 from sandcrew.suites._loading import (
     HUMANEVAL,
@@ -308,17 +308,15 @@ async def evaluate_samples(
         if on_result is not None:
             on_result(result)
 
-    if confirm_timeouts:
-        await execute_confirming_timeouts(
-            chosen,
-            jobs,
-            concurrency=concurrency,
-            sandbox_config=config,
-            on_result=record,
-            on_confirming=on_confirming,
-        )
-    else:
-        await chosen.execute(jobs, concurrency=concurrency, sandbox_config=config, on_result=record)
+    await execute_jobs(
+        chosen,
+        jobs,
+        concurrency=concurrency,
+        sandbox_config=config,
+        on_result=record,
+        confirm_timeouts=confirm_timeouts,
+        on_confirming=on_confirming,
+    )
     duration = time.monotonic() - started
     finished = [result for result in results if result is not None]
     if len(finished) != len(jobs):

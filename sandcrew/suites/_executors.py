@@ -221,16 +221,18 @@ class Confirmations:
 ConfirmingCallback = Callable[[Confirmations], None]
 
 
-async def execute_confirming_timeouts(
+async def execute_jobs(
     executor: Executor,
     jobs: Sequence[Job],
     *,
     concurrency: int | None,
     sandbox_config: SandboxConfig,
     on_result: JobCallback,
+    confirm_timeouts: bool,
     on_confirming: ConfirmingCallback | None = None,
 ) -> None:
-    """Run ``jobs`` on ``executor``; a job that timed out runs once more alone before it counts.
+    """Run ``jobs`` on ``executor``; with ``confirm_timeouts``, a job that timed out runs once
+    more alone before it counts.
 
     A loaded machine turns slow-but-correct programs into timeouts. Each timed-out
     job runs again with nothing else running (on a cluster: one chunk of one job
@@ -238,6 +240,11 @@ async def execute_confirming_timeouts(
     again, and says that it was re-run. ``on_confirming`` hears how many run again
     (and how long they may take) before they start.
     """
+    if not confirm_timeouts:
+        await executor.execute(
+            jobs, concurrency=concurrency, sandbox_config=sandbox_config, on_result=on_result
+        )
+        return
     timed_out: list[int] = []
     first: dict[int, TaskResult] = {}
 

@@ -19,7 +19,7 @@ from sandcrew.suites._executors import (
     Job,
     LocalExecutor,
     check_concurrency,
-    execute_confirming_timeouts,
+    execute_jobs,
 )
 from sandcrew.suites._outcomes import TaskResult
 from sandcrew.suites._reports import SuiteReport
@@ -110,15 +110,13 @@ async def run_suite(
 
     jobs = [Job(task, solver) for task in suite.tasks]
     config = sandbox_config or SandboxConfig()
-    if confirm_timeouts:
-        await execute_confirming_timeouts(
-            chosen,
-            jobs,
-            concurrency=concurrency,
-            sandbox_config=config,
-            on_result=record,
-            on_confirming=on_confirming,
-        )
-    else:
-        await chosen.execute(jobs, concurrency=concurrency, sandbox_config=config, on_result=record)
+    await execute_jobs(
+        chosen,
+        jobs,
+        concurrency=concurrency,
+        sandbox_config=config,
+        on_result=record,
+        confirm_timeouts=confirm_timeouts,
+        on_confirming=on_confirming,
+    )
     return collected.report()

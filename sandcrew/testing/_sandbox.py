@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandcrew.sandbox import ExecutionResult, OutputCallback, SessionLimits, tell_at_end
+from sandcrew.sandbox import ExecutionResult, SessionLimits
+from sandcrew.sandbox.live import OutputCallback, tell_at_end
 from sandcrew.testing._session import ScriptedSession
 
 SCRIPTED_IMAGE = "scripted"

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from sandcrew.agents import AGENT_HEADER
@@ -184,14 +183,9 @@ class ScriptedModelServer:
     def __enter__(self) -> ScriptedModelServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
-        if exc is None:
+        if exc_info[1] is None:
             if self.require_all_used:
                 self.assert_all_used()
             elif self.failures:

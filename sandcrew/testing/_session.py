@@ -12,33 +12,29 @@ a bad timeout, a context outside Python, any request once it is closed) is refus
 from __future__ import annotations
 
 import asyncio
-import inspect
 import posixpath
 import secrets
 import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import NoReturn, Self
 
 from sandcrew.core import UserError
+from sandcrew.errors import EmptyCodeError, SessionFileError, SessionFileNotFoundError
 from sandcrew.sandbox import (
     CellError,
     CellResult,
     CommandResult,
     DisplayOutput,
-    EmptyCodeError,
     FileEntry,
-    OutputCallback,
     OutputEvent,
     SessionClosedError,
     SessionEvent,
-    SessionFileError,
-    SessionFileNotFoundError,
     SessionLimits,
 )
-from sandcrew.sandbox._files import checked_path, files_below, read_input_file
+from sandcrew.sandbox._files import files_below, read_input_file
+from sandcrew.sandbox._session_base import SessionBase
 
 SCRIPTED_SESSION_IMAGE = "scripted"
 
@@ -112,7 +108,7 @@ class _ScriptedRunningCommand:
 
 
 @dataclass(eq=False)
-class ScriptedSession:
+class ScriptedSession(SessionBase):
     """A :class:`~sandcrew.sandbox.Session` answering each cell from a script.
 
     ``cells`` is either a sequence (each cell gets the next entry, in order) or a mapping
@@ -163,17 +159,6 @@ class ScriptedSession:
         if self._closed_by is None:
             self._closed_by = SessionClosedError("The session is closed: it was closed")
 
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     def assert_complete(self) -> None:
         """Every scripted cell and command was used, and nothing unscripted was asked
         (``AssertionError`` naming what was not)."""
@@ -188,25 +173,6 @@ class ScriptedSession:
         assert not unused_commands, f"scripted commands never run: {unused_commands}"
 
     # -- cells ------------------------------------------------------------------------------
-
-    async def run(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
-        on_output: OutputCallback | None = None,
-        context: str | None = None,
-    ) -> CellResult:
-        result: CellResult | None = None
-        async for event in self.stream(code, timeout=timeout, context=context):
-            if isinstance(event, CellResult):
-                result = event
-            elif isinstance(event, OutputEvent) and on_output is not None:
-                told = on_output(event)
-                if inspect.isawaitable(told):
-                    await told
-        assert result is not None
-        return result
 
     async def stream(
         self,
@@ -281,33 +247,11 @@ class ScriptedSession:
         self._check_context(name)
         self.dropped_contexts.append(name)
 
-    def _check_context(self, name: str | None) -> None:
-        if name is None:
-            return
-        if self.language != "python":
-            raise UserError(f"a {self.language} session has no contexts (only python has)")
-        if not name or len(name) > 200 or not name.isprintable():
-            raise UserError(f"a context name is 1 to 200 printable characters (got {name!r})")
-
     # -- files ------------------------------------------------------------------------------
-
-    def _path(self, name: str) -> str:
-        """``name`` relative to the work folder, by the real session's rules."""
-        if name.startswith("/"):
-            root = self.workdir.rstrip("/")
-            normal = posixpath.normpath(name)
-            if normal == root:
-                return "."
-            if not normal.startswith(root + "/"):
-                raise UserError(f"{name!r} is outside the session's work folder {self.workdir}")
-            name = normal[len(root) + 1 :]
-        if name in ("", "."):
-            return "."
-        return checked_path(name, what="file path")
 
     async def put_file(self, name: str, data: bytes | Path) -> None:
         self._check_open()
-        path = self._path(name)
+        path = self.file_path(name)
         if not isinstance(data, Path):
             self._put(path, bytes(data))
             return
@@ -330,7 +274,7 @@ class ScriptedSession:
 
     async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
         self._check_open()
-        path = self._path(name)
+        path = self.file_path(name)
         if path not in self.files:
             raise SessionFileNotFoundError(f"get {path}: no such file")
         data = self.files[path]
@@ -341,7 +285,7 @@ class ScriptedSession:
 
     async def list_files(self, path: str = ".") -> list[FileEntry]:
         self._check_open()
-        folder = self._path(path)
+        folder = self.file_path(path)
         prefix = "" if folder == "." else folder + "/"
         names: dict[str, FileEntry] = {}
         for name, data in self.files.items():
@@ -360,7 +304,7 @@ class ScriptedSession:
 
     async def stat_file(self, path: str) -> FileEntry | None:
         self._check_open()
-        target = self._path(path)
+        target = self.file_path(path)
         if target in self.files:
             return FileEntry(
                 name=posixpath.basename(target), kind="file", size=len(self.files[target])
@@ -371,7 +315,7 @@ class ScriptedSession:
 
     async def remove_file(self, path: str) -> None:
         self._check_open()
-        target = self._path(path)
+        target = self.file_path(path)
         if await self.stat_file(target) is None:
             raise SessionFileNotFoundError(f"remove {target}: no such file")
         for name in [
@@ -384,14 +328,14 @@ class ScriptedSession:
 
     async def rename_file(self, source: str, target: str) -> None:
         self._check_open()
-        origin, destination = self._path(source), self._path(target)
+        origin, destination = self.file_path(source), self.file_path(target)
         if origin not in self.files:
             raise SessionFileNotFoundError(f"rename {origin}: no such file")
         self.files[destination] = self.files.pop(origin)
 
     async def make_dir(self, path: str) -> bool:
         """Make a folder and its missing parents; False when it existed."""
-        folder = self._path(path)
+        folder = self.file_path(path)
         if await self.stat_file(folder) is not None:
             return False
         parts = folder.split("/")
@@ -411,7 +355,7 @@ class ScriptedSession:
         if not command.strip():
             raise EmptyCodeError()
         if cwd is not None:
-            self._path(cwd)
+            self.file_path(cwd)
         if timeout is not None and not 0 < timeout <= 86_400:
             raise UserError(f"timeout must be > 0 and at most a day (got {timeout})")
         self._check_open()
@@ -430,17 +374,6 @@ class ScriptedSession:
                     )
                 )
         self._fail(f"ScriptedSession has no command for:\n{command}")
-
-    async def run_command(
-        self,
-        command: str,
-        *,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
-    ) -> CommandResult:
-        handle = await self.start_command(command, env=env, cwd=cwd, timeout=timeout)
-        return await handle.wait()
 
     def _check_open(self) -> None:
         if not self.started:

@@ -17,7 +17,6 @@ import docker
 import pytest
 
 from sandcrew.cli.doctor import security_checks
-from sandcrew.sandbox import DEFAULT_IMAGES, BaseSource, build_images
 from sandcrew.sandbox._images import (
     IMAGE_SPECS,
     OFFLINE_BASE_IMAGE,
@@ -26,6 +25,7 @@ from sandcrew.sandbox._images import (
     image_packages,
 )
 from sandcrew.sandbox._uids import LEASE_FILE_NAME
+from sandcrew.sandbox.images import DEFAULT_IMAGES, BaseSource, build_images
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.process import run_cli
 
@@ -175,7 +175,7 @@ def test_a_built_image_says_which_python_packages_it_has(
         _build_dockerfile(
             docker_client, dataclasses.replace(spec, tag=tag), OFFLINE_BASE_IMAGE, lambda _: None
         )
-        assert image_packages(docker_client, tag) == ("ipython 8.31.0",)
+        assert image_packages(docker_client, tag) == ("ipython 8.31.0", "pip 24.3.1")
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(tag)
@@ -184,7 +184,7 @@ def test_a_built_image_says_which_python_packages_it_has(
     [data] = [spec for spec in IMAGE_SPECS if spec.name == "python-data"]
     assert data.labels == {
         "sandcrew.packages": (
-            "ipython 8.31.0, numpy 1.26.4, pandas 2.2.3, matplotlib 3.9.2, scipy 1.14.1"
+            "ipython 8.31.0, pip 24.3.1, numpy 1.26.4, pandas 2.2.3, matplotlib 3.9.2, scipy 1.14.1"
         )
     }
 
@@ -196,7 +196,7 @@ def test_images_list_has_a_packages_column() -> None:
     assert completed.returncode == 0, completed.stderr
     images = {image["name"]: image for image in json.loads(completed.stdout)["images"]}
     # What each build pinned: IPython (for sessions), and the data packages on top of it.
-    assert images["python"]["packages"] == ["ipython 8.31.0"]
+    assert images["python"]["packages"] == ["ipython 8.31.0", "pip 24.3.1"]
     assert images["python-data"]["packages"] == list(_expected_packages("python-data"))
     assert "pandas 2.2.3" in images["python-data"]["packages"]
 

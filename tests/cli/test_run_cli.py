@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandcrew.sandbox import DEFAULT_IMAGES
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 from tests.programs_files import CSV, CSV_SUMMARY, CSV_TO_PNG_PROGRAM, png_size

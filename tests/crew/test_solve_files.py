@@ -174,10 +174,12 @@ def test_the_coder_is_told_which_packages_the_image_has(
     [coder_request] = scripted_model_server.requests_for("coder")
     system = coder_request.messages[0]["content"]
     [run] = json.loads(completed.stdout)["runs"]
-    # Both images carry IPython (sessions run on it); only python-data has pandas.
+    # Both images carry IPython (sessions run on it) and pip; only python-data has pandas.
     expected = {
-        "python-data": "ipython 8.31.0, numpy 1.26.4, pandas 2.2.3, matplotlib 3.9.2, scipy 1.14.1",
-        "python": "ipython 8.31.0",
+        "python-data": (
+            "ipython 8.31.0, pip 24.3.1, numpy 1.26.4, pandas 2.2.3, matplotlib 3.9.2, scipy 1.14.1"
+        ),
+        "python": "ipython 8.31.0, pip 24.3.1",
     }
     assert packages == expected[image.split("/")[1].rsplit("-labelled", 1)[0]]
     assert f"these packages (with their dependencies): {packages};" in system

@@ -13,7 +13,8 @@ from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock
 
 from sandcrew.integrations.autogen import SandcrewSessionExecutor
-from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig, SessionLimits
+from sandcrew.sandbox import SandboxConfig, SessionLimits
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 from tests.frameworks.test_autogen_executor import approve
 from tests.sandbox.helpers import our_containers, shared_client
 

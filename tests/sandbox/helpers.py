@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import docker
 import docker.errors
 
-from sandcrew.sandbox import DEFAULT_IMAGES
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 
 SANDBOX_IMAGE = DEFAULT_IMAGES["python"]
 """The image every Docker test runs (built by `sandcrew images build`)."""

@@ -245,7 +245,7 @@ async def test_a_batch_says_which_packages_its_images_have(
         BatchSandbox(docker_client=docker_client) as plain,
         BatchSandbox(data, docker_client=docker_client) as scientific,
     ):
-        assert await plain.image_packages() == ("ipython 8.31.0",)
+        assert await plain.image_packages() == ("ipython 8.31.0", "pip 24.3.1")
         packages = await scientific.image_packages()
 
     assert packages is not None

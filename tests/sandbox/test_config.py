@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from sandcrew.errors import ConfigurationError
-from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 
 MIB = 1024 * 1024
 

@@ -210,3 +210,27 @@ def test_a_policy_from_text_lists_every_problem_at_once() -> None:
     assert "allow.1: '*.com': a wildcard" in message
     assert "secret_headers.0: a secret header's value must come from" in message
     assert "sk-literal-value" not in message
+
+
+def test_a_server_policy_is_narrowed_to_the_entries_a_client_names_never_widened() -> None:
+    ceiling = EgressPolicy.from_text(
+        allow=["pypi.org", "*.example.org:8443"],
+        secret_headers=["api.test=Authorization: Bearer {env:TOKEN}", "pypi.org=X-Key: {env:K}"],
+    )
+    # The hosts of secret headers that no entry covers are choices of their own.
+    assert ceiling.entries == ("pypi.org", "*.example.org:8443", "api.test:443")
+
+    index = ceiling.narrowed(["pypi.org"])
+    assert index.entries == ("pypi.org",)
+    assert [header.host for header in index.secret_headers] == ["pypi.org"]
+    assert not index.decide("api.test", 443).allowed
+    assert not index.decide("a.example.org", 8443).allowed
+
+    api = ceiling.narrowed(["api.test:443"])
+    assert api.allow == ()
+    assert api.decide("api.test", 443).allowed
+    assert not api.decide("pypi.org", 443).allowed
+
+    assert ceiling.narrowed([]).entries == ()
+    with pytest.raises(ValueError, match=r"not allowed here: evil\.org, pypi\.org:80 \(allowed: "):
+        ceiling.narrowed(["evil.org", "pypi.org:80"])

@@ -337,7 +337,7 @@ def lowered(headers: dict[str, str]) -> dict[str, str]:
 def test_oversized_heads_too_many_connections_and_idle_tunnels_are_bounded(
     test_authority: CertificateAuthority,
 ) -> None:
-    policy = EgressPolicy(allow=("allowed.test",), max_connections=1, idle_seconds=1.0)
+    policy = EgressPolicy(allow=("allowed.test",), max_connections=1, idle_seconds=3.0)
     with (
         world(test_authority) as (_allowed, _other, _wire, network),
         through_proxy(policy, network) as (channel, proxy),

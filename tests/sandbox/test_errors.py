@@ -8,17 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from sandcrew.errors import UserError
-from sandcrew.sandbox import (
+from sandcrew.errors import (
     CodeTooLargeError,
-    DockerSandbox,
     DockerUnavailableError,
     EmptyCodeError,
     ImageNotFoundError,
-    SandboxConfig,
     UnsupportedLanguageError,
-    docker_endpoint,
+    UserError,
 )
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
+from sandcrew.sandbox.host import docker_endpoint
 
 # None of these reach Docker: the checks come before any connection.
 

@@ -1,15 +1,23 @@
 from __future__ import annotations
 
+import sandcrew.errors
 import sandcrew.sandbox
 from sandcrew.errors import InfrastructureError, UserError
+from sandcrew.sandbox.code import SUPPORTED_LANGUAGES
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 
 
 def test_errors_belong_to_the_product_hierarchy() -> None:
+    errors = sandcrew.errors
     assert issubclass(sandcrew.sandbox.SandboxError, InfrastructureError)
-    for infrastructure in ("DockerUnavailableError", "ImageNotFoundError"):
-        assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
-    for infrastructure in ("SessionLostError", "SessionTimeoutError"):
-        assert issubclass(getattr(sandcrew.sandbox, infrastructure), sandcrew.sandbox.SandboxError)
+    for infrastructure in (
+        "DockerUnavailableError",
+        "ImageNotFoundError",
+        "SessionLostError",
+        "SessionTimeoutError",
+        "BatchContainerLost",
+    ):
+        assert issubclass(getattr(errors, infrastructure), sandcrew.sandbox.SandboxError)
     for misuse in (
         "UnsupportedLanguageError",
         "CodeTooLargeError",
@@ -18,14 +26,14 @@ def test_errors_belong_to_the_product_hierarchy() -> None:
         "SessionFileError",
         "SessionFileNotFoundError",
     ):
-        assert issubclass(getattr(sandcrew.sandbox, misuse), UserError)
+        assert issubclass(getattr(errors, misuse), UserError)
 
 
 def test_a_session_ends_on_its_own_without_an_infrastructure_fault() -> None:
     ended = sandcrew.sandbox.SessionClosedError
-    assert issubclass(sandcrew.sandbox.SessionExpiredError, ended)
-    assert not issubclass(sandcrew.sandbox.SessionExpiredError, InfrastructureError)
-    assert issubclass(sandcrew.sandbox.SessionLostError, ended)
+    assert issubclass(sandcrew.errors.SessionExpiredError, ended)
+    assert not issubclass(sandcrew.errors.SessionExpiredError, InfrastructureError)
+    assert issubclass(sandcrew.errors.SessionLostError, ended)
     assert not issubclass(ended, InfrastructureError)
 
 
@@ -36,8 +44,8 @@ def test_docker_sessions_satisfy_the_session_protocols() -> None:
 
 
 def test_supported_languages() -> None:
-    assert sandcrew.sandbox.SUPPORTED_LANGUAGES == ("python", "bash", "javascript")
-    assert set(sandcrew.sandbox.DEFAULT_IMAGES) >= set(sandcrew.sandbox.SUPPORTED_LANGUAGES)
+    assert SUPPORTED_LANGUAGES == ("python", "bash", "javascript")
+    assert set(DEFAULT_IMAGES) >= set(SUPPORTED_LANGUAGES)
 
 
 def test_the_docker_sandbox_implements_the_protocol() -> None:

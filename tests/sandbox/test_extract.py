@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandcrew.sandbox import CodeBlock, extract_code_blocks, normalize_language
+from sandcrew.sandbox.code import CodeBlock, extract_code_blocks, normalize_language
 
 
 def test_backtick_fence_with_language() -> None:

@@ -16,11 +16,12 @@ import docker
 import docker.errors
 import pytest
 
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig, reap_orphans
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig
 from sandcrew.sandbox._container import is_removal_race, security_options
 from sandcrew.sandbox._deadlines import WATCHDOG_GRACE
 from sandcrew.sandbox._labels import container_labels
 from sandcrew.sandbox._seccomp import ALLOWED_SYSCALLS, DENIED_SYSCALLS, seccomp_profile
+from sandcrew.sandbox.host import reap_orphans
 from tests.sandbox.conftest import IMAGE
 from tests.sandbox.helpers import container_exists, our_containers, python_process
 

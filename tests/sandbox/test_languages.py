@@ -9,7 +9,8 @@ import pytest
 
 from sandcrew.agents import TextMessage
 from sandcrew.crew import RunnerAgent
-from sandcrew.sandbox import DockerSandbox, ImageNotFoundError, SandboxConfig
+from sandcrew.errors import ImageNotFoundError
+from sandcrew.sandbox import DockerSandbox, SandboxConfig
 from tests.process import run_cli
 
 pytestmark = pytest.mark.docker

@@ -15,15 +15,8 @@ import docker
 import docker.errors
 import pytest
 
-from sandcrew.errors import ConfigurationError, UserError
-from sandcrew.sandbox import (
-    DockerSandbox,
-    ExecutionResult,
-    ImageNotFoundError,
-    SandboxConfig,
-    SandboxError,
-    reap_orphans,
-)
+from sandcrew.errors import ConfigurationError, ImageNotFoundError, UserError
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig, SandboxError
 from sandcrew.sandbox._deadlines import WATCHDOG_GRACE
 from sandcrew.sandbox._labels import (
     OWNER_HOST_LABEL,
@@ -31,6 +24,7 @@ from sandcrew.sandbox._labels import (
     container_labels,
     owner_host,
 )
+from sandcrew.sandbox.host import reap_orphans
 from tests.sandbox.conftest import IMAGE
 from tests.sandbox.helpers import container_exists, our_containers, python_process
 

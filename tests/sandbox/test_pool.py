@@ -14,19 +14,14 @@ import docker
 import docker.errors
 import pytest
 
-from sandcrew.errors import ConfigurationError
-from sandcrew.sandbox import (
-    DockerSandbox,
-    ExecutionResult,
-    ImageNotFoundError,
-    SandboxConfig,
-    reap_orphans,
-)
+from sandcrew.errors import ConfigurationError, ImageNotFoundError
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig
 from sandcrew.sandbox._container import Launch, create_options, discard_container
 from sandcrew.sandbox._execution import execute
 from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox._streams import CappedBuffer, Demultiplexer
 from sandcrew.sandbox._supervisor import ACKNOWLEDGEMENT, program_delivery
+from sandcrew.sandbox.host import reap_orphans
 from tests.sandbox.conftest import IMAGE
 from tests.sandbox.helpers import our_containers, python_process
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandcrew.sandbox import Artifact, ExecutionResult, save_artifacts
+from sandcrew.sandbox import Artifact, ExecutionResult
+from sandcrew.sandbox.files import save_artifacts
 
 
 def result_with(*files: tuple[str, bytes]) -> ExecutionResult:

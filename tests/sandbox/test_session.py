@@ -9,6 +9,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from sandcrew.errors import SessionFileError, SessionLimitError
 from sandcrew.sandbox import (
     CellResult,
     DisplayOutput,
@@ -17,8 +18,6 @@ from sandcrew.sandbox import (
     SandboxConfig,
     Session,
     SessionClosedError,
-    SessionFileError,
-    SessionLimitError,
     SessionLimits,
     SessionPool,
 )

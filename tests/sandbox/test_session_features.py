@@ -8,16 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from sandcrew.errors import UserError
-from sandcrew.sandbox import (
-    CommandResult,
-    DockerSandbox,
-    OutputEvent,
-    Session,
-    SessionFileError,
-    SessionFileNotFoundError,
-    SessionLimits,
-)
+from sandcrew.errors import SessionFileError, SessionFileNotFoundError, UserError
+from sandcrew.sandbox import CommandResult, DockerSandbox, OutputEvent, Session, SessionLimits
 
 pytestmark = pytest.mark.docker
 

@@ -513,8 +513,9 @@ def test_drop_in_refuses_a_running_loop(tmp_path: Path) -> None:
     [
         (["--k", "1,x"], "--k takes positive whole numbers"),
         (["--k", "0"], "--k takes positive whole numbers"),
-        (["--timeout", "0"], "timeout must be > 0"),
-        (["-j", "0"], "concurrency must be at least 1"),
+        # Read into the [suites] settings: the error names the setting and its source.
+        (["--timeout", "0"], "suites.evaluate_timeout (command line): Input should be greater"),
+        (["-j", "0"], "suites.concurrency (command line): Input should be greater than or equal"),
     ],
     ids=["k-word", "k-zero", "timeout", "concurrency"],
 )

@@ -24,7 +24,8 @@ import docker
 import pytest
 
 from sandcrew.errors import ErrorCode, InfrastructureError
-from sandcrew.sandbox import DEFAULT_IMAGES, SandboxConfig
+from sandcrew.sandbox import SandboxConfig
+from sandcrew.sandbox.images import DEFAULT_IMAGES
 from sandcrew.suites import (
     AnswerTask,
     CanonicalSolver,

@@ -12,18 +12,16 @@ from pathlib import Path
 import pytest
 
 from sandcrew.core import UserError
+from sandcrew.errors import EmptyCodeError, SessionFileError, SessionFileNotFoundError
 from sandcrew.sandbox import (
     CellError,
     CellResult,
     CommandResult,
     DisplayOutput,
-    EmptyCodeError,
     OutputEvent,
     SandboxWithSessions,
     Session,
     SessionClosedError,
-    SessionFileError,
-    SessionFileNotFoundError,
     SessionLimits,
     SupportsSessions,
 )

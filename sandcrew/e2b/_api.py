@@ -1,0 +1,213 @@
+"""E2B's control plane: create, connect, get, list, set the timeout of and kill sandboxes.
+
+Every route needs the server's API key (``X-API-KEY``, compared in constant time). The
+answers are the JSON of E2B's REST API (``templateID``, ``sandboxID``,
+``envdAccessToken`` …) as the SDK's generated client reads it; what the server does not
+do (pause, resume, snapshots, metrics, logs, network changes, forks) answers 501 with a
+message saying so.
+"""
+
+from __future__ import annotations
+
+import hmac
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from sandcrew.e2b._errors import json_error, not_implemented
+from sandcrew.e2b._sandboxes import HostedSandbox, SandboxError, SandboxRegistry
+
+ENVD_VERSION = "0.5.7"
+"""The envd version the server answers as: octet-stream uploads and the default user, no
+file metadata or watch (the SDK turns features on by this number)."""
+CLIENT_ID = "sandcrew"
+ANY = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class ControlPlane:
+    """The routes of the control plane, over one :class:`SandboxRegistry`."""
+
+    def __init__(
+        self, registry: SandboxRegistry, *, api_key: str, memory_mb: int, cpus: float
+    ) -> None:
+        self._registry = registry
+        self._api_key = api_key.encode()
+        self._memory_mb = memory_mb
+        self._cpus = cpus
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/sandboxes", self._create, methods=["POST"]),
+            Route("/v2/sandboxes", self._create, methods=["POST"]),
+            Route("/sandboxes", self._list, methods=["GET"]),
+            Route("/v2/sandboxes", self._list, methods=["GET"]),
+            Route("/sandboxes/{sandbox_id}", self._get, methods=["GET"]),
+            Route("/v2/sandboxes/{sandbox_id}", self._get, methods=["GET"]),
+            Route("/sandboxes/{sandbox_id}", self._kill, methods=["DELETE"]),
+            Route("/sandboxes/{sandbox_id}/timeout", self._set_timeout, methods=["POST"]),
+            Route("/sandboxes/{sandbox_id}/connect", self._connect, methods=["POST"]),
+            Route("/v2/sandboxes/{sandbox_id}/connect", self._connect, methods=["POST"]),
+            Route("/sandboxes/{sandbox_id}/{action:path}", self._unserved, methods=ANY),
+            Route("/v2/sandboxes/{sandbox_id}/{action:path}", self._unserved, methods=ANY),
+        ]
+
+    def authorized(self, request: Request) -> Response | None:
+        """None when the request carries the server's key; else the SDK's 401."""
+        offered = request.headers.get("x-api-key", "").encode()
+        if hmac.compare_digest(offered, self._api_key):
+            return None
+        return json_error(
+            401, "invalid API key: send the key `sandcrew e2b` printed as E2B_API_KEY"
+        )
+
+    async def _create(self, request: Request) -> Response:
+        if (refused := self.authorized(request)) is not None:
+            return refused
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        template = body.get("templateID") or "code-interpreter-v1"
+        if not isinstance(template, str):
+            return json_error(400, "templateID must be a string")
+        for key, what in (
+            ("autoPause", "auto-pause"),
+            ("mcp", "MCP servers in a sandbox"),
+            ("volumeMounts", "volume mounts"),
+            ("network", "network rules"),
+        ):
+            if body.get(key):
+                return json_error(501, not_implemented(what))
+        if body.get("allow_internet_access") is True:
+            return json_error(501, not_implemented("internet access (sandboxes have no network)"))
+        metadata = _string_map(body.get("metadata"), "metadata")
+        env_vars = _string_map(body.get("envVars"), "envVars")
+        if isinstance(metadata, Response):
+            return metadata
+        if isinstance(env_vars, Response):
+            return env_vars
+        try:
+            timeout = self._registry.timeout_of(body.get("timeout"))
+            hosted = await self._registry.create(
+                template, timeout=timeout, metadata=metadata, env_vars=env_vars
+            )
+        except SandboxError as error:
+            return json_error(error.status, error.message)
+        return JSONResponse(_created(hosted), status_code=201)
+
+    async def _connect(self, request: Request) -> Response:
+        if (refused := self.authorized(request)) is not None:
+            return refused
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            hosted = self._registry.get(request.path_params["sandbox_id"])
+            if body.get("timeout") is not None:
+                timeout = self._registry.timeout_of(body["timeout"])
+                if hosted.remaining() < timeout:
+                    self._registry.set_timeout(hosted, timeout)
+        except SandboxError as error:
+            return json_error(error.status, error.message)
+        return JSONResponse(_created(hosted), status_code=200)
+
+    async def _get(self, request: Request) -> Response:
+        if (refused := self.authorized(request)) is not None:
+            return refused
+        try:
+            hosted = self._registry.get(request.path_params["sandbox_id"])
+        except SandboxError as error:
+            return json_error(error.status, error.message)
+        return JSONResponse(self._detail(hosted))
+
+    async def _list(self, request: Request) -> Response:
+        if (refused := self.authorized(request)) is not None:
+            return refused
+        states = request.query_params.get("state", "running").split(",")
+        listed = [] if "running" not in states else self._registry.all()
+        return JSONResponse([self._detail(hosted) for hosted in listed])
+
+    async def _set_timeout(self, request: Request) -> Response:
+        if (refused := self.authorized(request)) is not None:
+            return refused
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            hosted = self._registry.get(request.path_params["sandbox_id"])
+            if "timeout" not in body:
+                raise SandboxError(400, "timeout (seconds) is required")
+            self._registry.set_timeout(hosted, self._registry.timeout_of(body["timeout"]))
+        except SandboxError as error:
+            return json_error(error.status, error.message)
+        return Response(status_code=204)
+
+    async def _kill(self, request: Request) -> Response:
+        if (refused := self.authorized(request)) is not None:
+            return refused
+        sandbox_id = request.path_params["sandbox_id"]
+        if not await self._registry.kill(sandbox_id):
+            return json_error(404, f"sandbox {sandbox_id} not found")
+        return Response(status_code=204)
+
+    async def _unserved(self, request: Request) -> Response:
+        if (refused := self.authorized(request)) is not None:
+            return refused
+        action = request.path_params["action"].split("/")[0]
+        return json_error(501, not_implemented(f"the sandbox API's {action!r}"))
+
+    def _detail(self, hosted: HostedSandbox) -> dict[str, Any]:
+        return {
+            "templateID": hosted.template,
+            "alias": hosted.template,
+            "sandboxID": hosted.id,
+            "clientID": CLIENT_ID,
+            "startedAt": hosted.started_at.isoformat(),
+            "endAt": datetime.fromtimestamp(hosted.end_at, UTC).isoformat(),
+            "envdVersion": ENVD_VERSION,
+            "envdAccessToken": hosted.token,
+            "cpuCount": max(1, round(self._cpus)),
+            "memoryMB": self._memory_mb,
+            "diskSizeMB": 0,
+            "state": "running",
+            "metadata": hosted.metadata,
+        }
+
+
+def _created(hosted: HostedSandbox) -> dict[str, Any]:
+    return {
+        "templateID": hosted.template,
+        "alias": hosted.template,
+        "sandboxID": hosted.id,
+        "clientID": CLIENT_ID,
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": hosted.token,
+        # The code interpreter's context calls carry only this one: the same token.
+        "trafficAccessToken": hosted.token,
+        "domain": None,
+    }
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = await request.json()
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+        return json_error(400, "the request body is not valid JSON")
+    if not isinstance(body, dict):
+        return json_error(400, "the request body must be a JSON object")
+    return body
+
+
+def _string_map(value: object, name: str) -> dict[str, str] | Response:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
+    ):
+        return json_error(400, f"{name} must map strings to strings")
+    return dict(value)

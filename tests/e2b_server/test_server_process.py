@@ -1,0 +1,38 @@
+"""`sandcrew e2b` as a process: what it prints, what it refuses, and what SIGTERM leaves."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from e2b_code_interpreter import Sandbox
+
+from tests.e2b_server.helpers import e2b_server
+from tests.mcp_server.helpers import wait_until_gone
+from tests.process import run_cli
+from tests.sandbox.helpers import our_containers, shared_client
+
+pytestmark = pytest.mark.docker
+
+
+def test_sigterm_kills_every_sandbox_and_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    with e2b_server(api_key=None) as server:
+        assert server.api_key.startswith("e2b_")  # generated and printed
+        server.point_sdk_here(monkeypatch)
+        busy, idle = Sandbox.create(), Sandbox.create()
+        idle.run_code("x = 1")
+        handle = busy.commands.run("sleep 300", background=True)
+        assert len(our_containers(shared_client(), owner_pid=server.process.pid)) == 2
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=60) == 130
+        assert wait_until_gone(server.process.pid) == []
+        del handle
+
+
+def test_beyond_loopback_a_key_of_ones_own_is_needed() -> None:
+    refused = run_cli("e2b", "--host", "0.0.0.0", "--port", "0", timeout=60)
+    assert refused.returncode == 2
+    assert "--api-key" in refused.stderr
+    short = run_cli("e2b", "--port", "0", env={"SANDCREW_E2B__API_KEY": "short"}, timeout=60)
+    assert short.returncode == 2
+    assert "at least 16" in short.stderr
