@@ -3,9 +3,10 @@ the tree). The packages that raise them export the ones their callers catch most
 
 import typing
 
-# The one list of this module's exports: type checkers read these imports; at run time
-# each name loads on first use (see sandcrew.core._lazy), so catching a session's error
-# does not import the agents, nor a crew's error Docker's SDK.
+# This module's exports: type checkers read these imports; at run time each name loads on
+# first use from the module the mapping below names (see sandcrew.core._lazy; the two lists
+# are held equal by tests/test_public_surface.py), so catching a session's error does not
+# import the agents, nor a crew's error Docker's SDK.
 if typing.TYPE_CHECKING:
     from sandcrew._extras import (
         MissingExtraError as MissingExtraError,
