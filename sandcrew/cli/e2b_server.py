@@ -47,6 +47,8 @@ def e2b(
         ),
     ] = None,
     memory: options.Memory = None,
+    allow_host: options.AllowHost = None,
+    secret_header: options.SecretHeader = None,
     config: options.Config = None,
 ) -> None:
     """Serve E2B's sandbox API, so that the unmodified E2B SDK runs on sandcrew's sandboxes.
@@ -54,10 +56,14 @@ def e2b(
     Point the SDK at it with the lines it prints (E2B_API_URL, E2B_SANDBOX_URL,
     E2B_API_KEY). Each sandbox is a hardened session container with /home/user as its
     work folder and no network; Ctrl-C or SIGTERM stops the server and removes them all.
+    --allow-host and --secret-header list the hosts a sandbox may be given (the SDK's
+    network={"allow_out": [...]} picks among them; none unless it does).
     """
     settings = options.settings_from_options(
         config=config,
-        sandbox=options.sandbox_flags(memory=memory),
+        sandbox=options.sandbox_flags(
+            memory=memory, allow_hosts=allow_host, secret_headers=secret_header
+        ),
         e2b={"max_sandboxes": max_sandboxes, "max_timeout": max_timeout},
     )
     from sandcrew.cli._terminal import log_to_stderr

@@ -76,12 +76,17 @@ class ControlPlane:
             ("autoPause", "auto-pause"),
             ("mcp", "MCP servers in a sandbox"),
             ("volumeMounts", "volume mounts"),
-            ("network", "network rules"),
         ):
             if body.get(key):
                 return json_error(501, not_implemented(what))
         if body.get("allow_internet_access") is True:
-            return json_error(501, not_implemented("internet access (sandboxes have no network)"))
+            return json_error(
+                501,
+                not_implemented(
+                    "internet access (a sandbox reaches only the hosts of the server's "
+                    "--allow-host that network={'allow_out': [...]} names)"
+                ),
+            )
         metadata = _string_map(body.get("metadata"), "metadata")
         env_vars = _string_map(body.get("envVars"), "envVars")
         if isinstance(metadata, Response):
@@ -89,9 +94,10 @@ class ControlPlane:
         if isinstance(env_vars, Response):
             return env_vars
         try:
+            hosts = self._registry.chosen_hosts(body.get("network"))
             timeout = self._registry.timeout_of(body.get("timeout"))
             hosted = await self._registry.create(
-                template, timeout=timeout, metadata=metadata, env_vars=env_vars
+                template, timeout=timeout, metadata=metadata, env_vars=env_vars, hosts=hosts
             )
         except SandboxError as error:
             return json_error(error.status, error.message)

@@ -161,18 +161,38 @@ async def serve(
 
     ``port`` 0 picks a free one; ``on_listening`` gets the URL and the key."""
     key, _ = api_key_for(api_key, host=host)
-    config = settings.sandbox.model_copy(update={"workdir": WORKDIR})
+    # The server's --allow-host entries are a ceiling: each sandbox gets the hosts its
+    # create names (one DockerSandbox per choice), none unless it names some.
+    ceiling = settings.sandbox.egress
+    config = settings.sandbox.model_copy(update={"workdir": WORKDIR, "egress": None})
     sandbox = DockerSandbox(config)
     await sandbox.start()
+    networked: dict[tuple[str, ...], DockerSandbox] = {}
+
+    def sandbox_for(hosts: tuple[str, ...]) -> DockerSandbox:
+        if not hosts or ceiling is None:
+            return sandbox
+        if hosts not in networked:
+            policy = ceiling.narrowed(hosts)
+            networked[hosts] = DockerSandbox(config.model_copy(update={"egress": policy}))
+        return networked[hosts]
+
     templates = Templates(await asyncio.to_thread(_template_image, sandbox))
-    registry = SandboxRegistry(sandbox, settings.e2b, templates, settings.sessions)
+    registry = SandboxRegistry(
+        sandbox_for,
+        settings.e2b,
+        templates,
+        settings.sessions,
+        allowed_hosts=() if ceiling is None else ceiling.entries,
+    )
     app = BodyGuard(build_app(settings, registry, key), max_body_bytes=settings.e2b.max_body_bytes)
     server = _Server(app, host=host, port=port, on_listening=on_listening, api_key=key)
     try:
         await server.serve()
     finally:
         await registry.aclose()
-        await sandbox.aclose()
+        for each in (*networked.values(), sandbox):
+            await each.aclose()
     if server.interrupted:
         raise KeyboardInterrupt
 

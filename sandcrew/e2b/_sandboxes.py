@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sandcrew.sandbox import RunningCommand, Session, SessionLimits, SupportsSessions
+from sandcrew.e2b._errors import not_implemented
+from sandcrew.sandbox import HostRule, RunningCommand, Session, SessionLimits, SupportsSessions
 from sandcrew.settings import E2bSettings
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,11 @@ TEMPLATE_ALIASES = frozenset({DEFAULT_TEMPLATE, "code-interpreter", "base", "pyt
 DEFAULT_CONTEXT_ID = "default-python"
 """The id of the namespace cells run in when they name no context."""
 LIFETIME_SLACK = 60.0
+_NETWORK_KEYS = frozenset({"allowOut", "denyOut"})
+"""What a create's ``network`` may set here; the rest (rules, DNS servers, public traffic,
+an egress proxy) is E2B's own."""
+ALL_TRAFFIC = frozenset({"0.0.0.0/0", "::/0"})
+"""``denyOut`` entries that say "everything": what a sandbox gets anyway."""
 """Seconds the session core's own lifetime exceeds the sandbox's: the server's timer kills
 first; the core's limit is the backstop if it did not."""
 
@@ -114,14 +120,17 @@ class SandboxRegistry:
 
     def __init__(
         self,
-        sandbox: SupportsSessions,
+        sandbox_for: Callable[[tuple[str, ...]], SupportsSessions],
         settings: E2bSettings,
         templates: Templates,
         session_limits: SessionLimits,
         *,
+        allowed_hosts: tuple[str, ...] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._sandbox = sandbox
+        self._sandbox_for = sandbox_for
+        self.allowed_hosts = allowed_hosts
+        """The server's hosts (its ``--allow-host`` entries): what a sandbox may be given."""
         self._settings = settings
         self.templates = templates
         self._clock = clock
@@ -162,6 +171,7 @@ class SandboxRegistry:
         timeout: float,  # noqa: ASYNC109 - the sandbox's life, not this call's
         metadata: dict[str, str],
         env_vars: dict[str, str],
+        hosts: tuple[str, ...] = (),
     ) -> HostedSandbox:
         if self._closing:
             raise SandboxError(503, "the server is stopping")
@@ -176,7 +186,8 @@ class SandboxRegistry:
             )
         self._starting += 1
         try:
-            session = self._sandbox.session("python", image=image, limits=self._session_limits)
+            sandbox = self._sandbox_for(hosts)
+            session = sandbox.session("python", image=image, limits=self._session_limits)
             await session.start()
         finally:
             self._starting -= 1
@@ -200,6 +211,45 @@ class SandboxRegistry:
         self._sandboxes[hosted.id] = hosted
         self._schedule(hosted)
         return hosted
+
+    def chosen_hosts(self, network: object) -> tuple[str, ...]:
+        """The server's hosts that a create's ``network`` names in ``allowOut`` (an entry as
+        the server wrote it, or its host): a ceiling narrowed, never widened. No
+        ``network``: none (offline). Denying all traffic is what is done anyway."""
+        if network is None:
+            return ()
+        if not isinstance(network, dict):
+            raise SandboxError(400, "network must be an object")
+        unsupported = sorted(
+            key for key, value in network.items() if value and key not in _NETWORK_KEYS
+        )
+        if unsupported:
+            raise SandboxError(501, not_implemented(f"network {', '.join(unsupported)}"))
+        denied = network.get("denyOut") or []
+        if not isinstance(denied, list) or not set(denied) <= ALL_TRAFFIC:
+            raise SandboxError(
+                501,
+                not_implemented(
+                    "denyOut other than all traffic (everything off the allowed hosts is denied)"
+                ),
+            )
+        asked = network.get("allowOut") or []
+        if not isinstance(asked, list) or not all(isinstance(item, str) for item in asked):
+            raise SandboxError(400, "network.allowOut must be a list of host names")
+        chosen: list[str] = []
+        for item in asked:
+            matching = [
+                entry
+                for entry in self.allowed_hosts
+                if item in (entry, HostRule.model_validate(entry).host)
+            ]
+            if not matching:
+                offered = ", ".join(self.allowed_hosts) or "none (start it with --allow-host)"
+                raise SandboxError(
+                    403, f"this server does not allow {item!r} (it allows: {offered})"
+                )
+            chosen.extend(matching)
+        return tuple(dict.fromkeys(chosen))
 
     def get(self, sandbox_id: str) -> HostedSandbox:
         hosted = self._sandboxes.get(sandbox_id)
