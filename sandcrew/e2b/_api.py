@@ -10,6 +10,7 @@ message saying so.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ ENVD_VERSION = "0.5.7"
 file metadata or watch (the SDK turns features on by this number)."""
 CLIENT_ID = "sandcrew"
 ANY = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 class ControlPlane:
@@ -39,20 +41,36 @@ class ControlPlane:
         self._cpus = cpus
 
     def routes(self) -> list[Route]:
-        return [
-            Route("/sandboxes", self._create, methods=["POST"]),
-            Route("/v2/sandboxes", self._create, methods=["POST"]),
-            Route("/sandboxes", self._list, methods=["GET"]),
-            Route("/v2/sandboxes", self._list, methods=["GET"]),
-            Route("/sandboxes/{sandbox_id}", self._get, methods=["GET"]),
-            Route("/v2/sandboxes/{sandbox_id}", self._get, methods=["GET"]),
-            Route("/sandboxes/{sandbox_id}", self._kill, methods=["DELETE"]),
-            Route("/sandboxes/{sandbox_id}/timeout", self._set_timeout, methods=["POST"]),
-            Route("/sandboxes/{sandbox_id}/connect", self._connect, methods=["POST"]),
-            Route("/v2/sandboxes/{sandbox_id}/connect", self._connect, methods=["POST"]),
-            Route("/sandboxes/{sandbox_id}/{action:path}", self._unserved, methods=ANY),
-            Route("/v2/sandboxes/{sandbox_id}/{action:path}", self._unserved, methods=ANY),
+        served = [
+            ("/sandboxes", self._create, ["POST"]),
+            ("/v2/sandboxes", self._create, ["POST"]),
+            ("/sandboxes", self._list, ["GET"]),
+            ("/v2/sandboxes", self._list, ["GET"]),
+            ("/sandboxes/{sandbox_id}", self._get, ["GET"]),
+            ("/v2/sandboxes/{sandbox_id}", self._get, ["GET"]),
+            ("/sandboxes/{sandbox_id}", self._kill, ["DELETE"]),
+            ("/sandboxes/{sandbox_id}/timeout", self._set_timeout, ["POST"]),
+            ("/sandboxes/{sandbox_id}/connect", self._connect, ["POST"]),
+            ("/v2/sandboxes/{sandbox_id}/connect", self._connect, ["POST"]),
+            ("/sandboxes/{sandbox_id}/{action:path}", self._unserved, ANY),
+            ("/v2/sandboxes/{sandbox_id}/{action:path}", self._unserved, ANY),
         ]
+        return [
+            Route(path, self._guarded(handler), methods=verbs) for path, handler, verbs in served
+        ]
+
+    def _guarded(self, handler: Handler) -> Handler:
+        """``handler`` behind the key check, its refusals answered in the SDK's shape."""
+
+        async def answer(request: Request) -> Response:
+            if (refused := self.authorized(request)) is not None:
+                return refused
+            try:
+                return await handler(request)
+            except SandboxError as error:
+                return json_error(error.status, error.message)
+
+        return answer
 
     def authorized(self, request: Request) -> Response | None:
         """None when the request carries the server's key; else the SDK's 401."""
@@ -64,23 +82,19 @@ class ControlPlane:
         )
 
     async def _create(self, request: Request) -> Response:
-        if (refused := self.authorized(request)) is not None:
-            return refused
         body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
         template = body.get("templateID") or "code-interpreter-v1"
         if not isinstance(template, str):
-            return json_error(400, "templateID must be a string")
+            raise SandboxError(400, "templateID must be a string")
         for key, what in (
             ("autoPause", "auto-pause"),
             ("mcp", "MCP servers in a sandbox"),
             ("volumeMounts", "volume mounts"),
         ):
             if body.get(key):
-                return json_error(501, not_implemented(what))
+                raise SandboxError(501, not_implemented(what))
         if body.get("allow_internet_access") is True:
-            return json_error(
+            raise SandboxError(
                 501,
                 not_implemented(
                     "internet access (a sandbox reaches only the hosts of the server's "
@@ -89,80 +103,48 @@ class ControlPlane:
             )
         metadata = _string_map(body.get("metadata"), "metadata")
         env_vars = _string_map(body.get("envVars"), "envVars")
-        if isinstance(metadata, Response):
-            return metadata
-        if isinstance(env_vars, Response):
-            return env_vars
-        try:
-            hosts = self._registry.chosen_hosts(body.get("network"))
-            timeout = self._registry.timeout_of(body.get("timeout"))
-            hosted = await self._registry.create(
-                template, timeout=timeout, metadata=metadata, env_vars=env_vars, hosts=hosts
-            )
-        except SandboxError as error:
-            return json_error(error.status, error.message)
+        hosts = self._registry.chosen_hosts(body.get("network"))
+        timeout = self._registry.timeout_of(body.get("timeout"))
+        hosted = await self._registry.create(
+            template, timeout=timeout, metadata=metadata, env_vars=env_vars, hosts=hosts
+        )
         return JSONResponse(_created(hosted), status_code=201)
 
     async def _connect(self, request: Request) -> Response:
-        if (refused := self.authorized(request)) is not None:
-            return refused
         body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
-        try:
-            hosted = self._registry.get(request.path_params["sandbox_id"])
-            if body.get("timeout") is not None:
-                timeout = self._registry.timeout_of(body["timeout"])
-                if hosted.remaining() < timeout:
-                    self._registry.set_timeout(hosted, timeout)
-        except SandboxError as error:
-            return json_error(error.status, error.message)
+        hosted = self._registry.get(request.path_params["sandbox_id"])
+        if body.get("timeout") is not None:
+            timeout = self._registry.timeout_of(body["timeout"])
+            if hosted.remaining() < timeout:
+                self._registry.set_timeout(hosted, timeout)
         return JSONResponse(_created(hosted), status_code=200)
 
     async def _get(self, request: Request) -> Response:
-        if (refused := self.authorized(request)) is not None:
-            return refused
-        try:
-            hosted = self._registry.get(request.path_params["sandbox_id"])
-        except SandboxError as error:
-            return json_error(error.status, error.message)
+        hosted = self._registry.get(request.path_params["sandbox_id"])
         return JSONResponse(self._detail(hosted))
 
     async def _list(self, request: Request) -> Response:
-        if (refused := self.authorized(request)) is not None:
-            return refused
         states = request.query_params.get("state", "running").split(",")
         listed = [] if "running" not in states else self._registry.all()
         return JSONResponse([self._detail(hosted) for hosted in listed])
 
     async def _set_timeout(self, request: Request) -> Response:
-        if (refused := self.authorized(request)) is not None:
-            return refused
         body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
-        try:
-            hosted = self._registry.get(request.path_params["sandbox_id"])
-            if "timeout" not in body:
-                raise SandboxError(400, "timeout (seconds) is required")
-            self._registry.set_timeout(hosted, self._registry.timeout_of(body["timeout"]))
-        except SandboxError as error:
-            return json_error(error.status, error.message)
+        hosted = self._registry.get(request.path_params["sandbox_id"])
+        if "timeout" not in body:
+            raise SandboxError(400, "timeout (seconds) is required")
+        self._registry.set_timeout(hosted, self._registry.timeout_of(body["timeout"]))
         return Response(status_code=204)
 
     async def _kill(self, request: Request) -> Response:
-        if (refused := self.authorized(request)) is not None:
-            return refused
         sandbox_id = request.path_params["sandbox_id"]
         if not await self._registry.kill(sandbox_id):
-            return json_error(404, f"sandbox {sandbox_id} not found")
+            raise SandboxError(404, f"sandbox {sandbox_id} not found")
         return Response(status_code=204)
 
     async def _unserved(self, request: Request) -> Response:
-        if (refused := self.authorized(request)) is not None:
-            return refused
         action = request.path_params["action"].split("/")[0]
-        return json_error(501, not_implemented(f"the sandbox API's {action!r}"))
+        raise SandboxError(501, not_implemented(f"the sandbox API's {action!r}"))
 
     def _detail(self, hosted: HostedSandbox) -> dict[str, Any]:
         return {
@@ -196,24 +178,24 @@ def _created(hosted: HostedSandbox) -> dict[str, Any]:
     }
 
 
-async def _json_body(request: Request) -> dict[str, Any] | Response:
+async def _json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw.strip():
         return {}
     try:
         body = await request.json()
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        return json_error(400, "the request body is not valid JSON")
+        raise SandboxError(400, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
-        return json_error(400, "the request body must be a JSON object")
+        raise SandboxError(400, "the request body must be a JSON object")
     return body
 
 
-def _string_map(value: object, name: str) -> dict[str, str] | Response:
+def _string_map(value: object, name: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(
         isinstance(key, str) and isinstance(item, str) for key, item in value.items()
     ):
-        return json_error(400, f"{name} must map strings to strings")
+        raise SandboxError(400, f"{name} must map strings to strings")
     return dict(value)

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import posixpath
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -22,11 +22,12 @@ from starlette.routing import Route
 from sandcrew.core import UserError
 from sandcrew.e2b._errors import not_implemented, text_error
 from sandcrew.e2b._execute import encode_event, error_line
-from sandcrew.e2b._plane import WatchedStream, sandbox_of
+from sandcrew.e2b._plane import PlaneHandler, WatchedStream, guarded
 from sandcrew.e2b._sandboxes import (
     DEFAULT_CONTEXT_ID,
     WORKDIR,
     HostedSandbox,
+    SandboxError,
     SandboxRegistry,
 )
 from sandcrew.sandbox import SessionClosedError
@@ -46,34 +47,44 @@ class Interpreter:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/execute", self._execute, methods=["POST"]),
-            Route("/contexts", self._create_context, methods=["POST"]),
-            Route("/contexts", self._list_contexts, methods=["GET"]),
-            Route("/contexts/{context_id}", self._remove_context, methods=["DELETE"]),
-            Route("/contexts/{context_id}/restart", self._restart_context, methods=["POST"]),
+            Route("/execute", self._guarded(self._execute), methods=["POST"]),
+            Route("/contexts", self._guarded(self._create_context), methods=["POST"]),
+            Route("/contexts", self._guarded(self._list_contexts), methods=["GET"]),
+            Route(
+                "/contexts/{context_id}", self._guarded(self._remove_context), methods=["DELETE"]
+            ),
+            Route(
+                "/contexts/{context_id}/restart",
+                self._guarded(self._restart_context),
+                methods=["POST"],
+            ),
         ]
 
-    async def _execute(self, request: Request) -> Response | WatchedStream:
-        hosted = sandbox_of(request, self._registry, text_error)
-        if isinstance(hosted, Response):
-            return hosted
+    def _guarded(
+        self, handler: PlaneHandler
+    ) -> Callable[[Request], Awaitable[Response | WatchedStream]]:
+        """``handler`` for the sandbox the request names (its token checked), its refusals
+        answered as the code interpreter answers them (plain text)."""
+        return guarded(self._registry, text_error, handler)
+
+    async def _execute(self, request: Request, hosted: HostedSandbox) -> Response | WatchedStream:
         body = await _json_object(request)
-        if isinstance(body, Response):
-            return body
         code, language, context_id = body.get("code"), body.get("language"), body.get("context_id")
         if not isinstance(code, str):
-            return text_error(400, "code (a string) is required")
+            raise SandboxError(400, "code (a string) is required")
         if language not in LANGUAGES:
-            return text_error(400, not_implemented(f"running {language!r} code (python is served)"))
+            raise SandboxError(
+                400, not_implemented(f"running {language!r} code (python is served)")
+            )
         if body.get("env_vars"):
-            return text_error(400, not_implemented("environment variables per cell"))
+            raise SandboxError(400, not_implemented("environment variables per cell"))
         context: str | None = None
         if context_id is not None:
             if context_id not in hosted.contexts:
-                return text_error(404, f"context {context_id!r} not found")
+                raise SandboxError(404, f"context {context_id!r} not found")
             context = None if context_id == DEFAULT_CONTEXT_ID else context_id
         if not code.strip():
-            return text_error(400, "code is empty")
+            raise SandboxError(400, "code is empty")
         limit = min(self._max_cell_timeout, max(hosted.remaining(), 1.0))
         return WatchedStream(
             _cell_lines(hosted, code, context=context, limit=limit),
@@ -81,47 +92,33 @@ class Interpreter:
             on_gone=lambda: _interrupt(hosted),
         )
 
-    async def _create_context(self, request: Request) -> Response:
-        hosted = sandbox_of(request, self._registry, text_error)
-        if isinstance(hosted, Response):
-            return hosted
+    async def _create_context(self, request: Request, hosted: HostedSandbox) -> Response:
         body = await _json_object(request)
-        if isinstance(body, Response):
-            return body
         language, cwd = body.get("language"), body.get("cwd") or WORKDIR
         if language not in LANGUAGES:
-            return text_error(400, not_implemented(f"a {language!r} context (python is served)"))
+            raise SandboxError(400, not_implemented(f"a {language!r} context (python is served)"))
         if not isinstance(cwd, str) or posixpath.normpath(cwd) != WORKDIR:
-            return text_error(
+            raise SandboxError(
                 400, not_implemented(f"a context in {cwd!r} (contexts start in {WORKDIR})")
             )
         return JSONResponse(self._registry.new_context(hosted, cwd=WORKDIR).as_json())
 
-    async def _list_contexts(self, request: Request) -> Response:
-        hosted = sandbox_of(request, self._registry, text_error)
-        if isinstance(hosted, Response):
-            return hosted
+    async def _list_contexts(self, request: Request, hosted: HostedSandbox) -> Response:
         return JSONResponse([context.as_json() for context in hosted.contexts.values()])
 
-    async def _remove_context(self, request: Request) -> Response:
-        hosted = sandbox_of(request, self._registry, text_error)
-        if isinstance(hosted, Response):
-            return hosted
+    async def _remove_context(self, request: Request, hosted: HostedSandbox) -> Response:
         context_id = request.path_params["context_id"]
         if context_id == DEFAULT_CONTEXT_ID:
-            return text_error(400, "the default context cannot be removed")
+            raise SandboxError(400, "the default context cannot be removed")
         if hosted.contexts.pop(context_id, None) is None:
-            return text_error(404, f"context {context_id!r} not found")
+            raise SandboxError(404, f"context {context_id!r} not found")
         await hosted.session.drop_context(context_id)
         return Response(status_code=204)
 
-    async def _restart_context(self, request: Request) -> Response:
-        hosted = sandbox_of(request, self._registry, text_error)
-        if isinstance(hosted, Response):
-            return hosted
+    async def _restart_context(self, request: Request, hosted: HostedSandbox) -> Response:
         context_id = request.path_params["context_id"]
         if context_id not in hosted.contexts:
-            return text_error(404, f"context {context_id!r} not found")
+            raise SandboxError(404, f"context {context_id!r} not found")
         try:
             if context_id == DEFAULT_CONTEXT_ID:
                 # The default namespace is the interpreter's own: a fresh interpreter.
@@ -129,7 +126,7 @@ class Interpreter:
             else:
                 await hosted.session.reset_context(context_id)
         except SessionClosedError:
-            return text_error(502, f"The sandbox {hosted.id} was not found")
+            raise SandboxError(502, f"The sandbox {hosted.id} was not found") from None
         return Response(status_code=204)
 
 
@@ -152,11 +149,11 @@ async def _interrupt(hosted: HostedSandbox) -> None:
     logger.info("sandbox %s: a cell's client went away; the cell was interrupted", hosted.id)
 
 
-async def _json_object(request: Request) -> dict[str, Any] | Response:
+async def _json_object(request: Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        return text_error(400, "the request body is not valid JSON")
+        raise SandboxError(400, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
-        return text_error(400, "the request body must be a JSON object")
+        raise SandboxError(400, "the request body must be a JSON object")
     return body

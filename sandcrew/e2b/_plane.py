@@ -43,6 +43,28 @@ def sandbox_of(
     return hosted
 
 
+PlaneHandler = Callable[[Request, HostedSandbox], Awaitable["Response | WatchedStream"]]
+"""A sandbox-plane handler, given the sandbox its request is for."""
+
+
+def guarded(
+    registry: SandboxRegistry, error: ErrorAnswer, handler: PlaneHandler
+) -> Callable[[Request], Awaitable[Response | WatchedStream]]:
+    """``handler`` behind :func:`sandbox_of`; a :class:`SandboxError` it raises becomes
+    ``error``'s answer (each plane has its own shape)."""
+
+    async def answer(request: Request) -> Response | WatchedStream:
+        hosted = sandbox_of(request, registry, error)
+        if isinstance(hosted, Response):
+            return hosted
+        try:
+            return await handler(request, hosted)
+        except SandboxError as refused:
+            return error(refused.status, refused.message)
+
+    return answer
+
+
 class WatchedStream:
     """A streamed answer that stops producing the moment its client disconnects.
 
