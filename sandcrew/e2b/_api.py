@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from sandcrew.e2b._errors import json_error, not_implemented
+from sandcrew.e2b._plane import json_object
 from sandcrew.e2b._sandboxes import HostedSandbox, SandboxError, SandboxRegistry
 
 ENVD_VERSION = "0.5.7"
@@ -82,7 +83,7 @@ class ControlPlane:
         )
 
     async def _create(self, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_object(request)
         template = body.get("templateID") or "code-interpreter-v1"
         if not isinstance(template, str):
             raise SandboxError(400, "templateID must be a string")
@@ -111,7 +112,7 @@ class ControlPlane:
         return JSONResponse(_created(hosted), status_code=201)
 
     async def _connect(self, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_object(request)
         hosted = self._registry.get(request.path_params["sandbox_id"])
         if body.get("timeout") is not None:
             timeout = self._registry.timeout_of(body["timeout"])
@@ -129,7 +130,7 @@ class ControlPlane:
         return JSONResponse([self._detail(hosted) for hosted in listed])
 
     async def _set_timeout(self, request: Request) -> Response:
-        body = await _json_body(request)
+        body = await json_object(request)
         hosted = self._registry.get(request.path_params["sandbox_id"])
         if "timeout" not in body:
             raise SandboxError(400, "timeout (seconds) is required")
@@ -176,19 +177,6 @@ def _created(hosted: HostedSandbox) -> dict[str, Any]:
         "trafficAccessToken": hosted.token,
         "domain": None,
     }
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        body = await request.json()
-    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        raise SandboxError(400, "the request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise SandboxError(400, "the request body must be a JSON object")
-    return body
 
 
 def _string_map(value: object, name: str) -> dict[str, str]:

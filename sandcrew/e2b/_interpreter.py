@@ -13,7 +13,6 @@ import contextlib
 import logging
 import posixpath
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -22,7 +21,7 @@ from starlette.routing import Route
 from sandcrew.core import UserError
 from sandcrew.e2b._errors import not_implemented, text_error
 from sandcrew.e2b._execute import encode_event, error_line
-from sandcrew.e2b._plane import PlaneHandler, WatchedStream, guarded
+from sandcrew.e2b._plane import PlaneHandler, WatchedStream, guarded, json_object
 from sandcrew.e2b._sandboxes import (
     DEFAULT_CONTEXT_ID,
     WORKDIR,
@@ -68,7 +67,7 @@ class Interpreter:
         return guarded(self._registry, text_error, handler)
 
     async def _execute(self, request: Request, hosted: HostedSandbox) -> Response | WatchedStream:
-        body = await _json_object(request)
+        body = await json_object(request)
         code, language, context_id = body.get("code"), body.get("language"), body.get("context_id")
         if not isinstance(code, str):
             raise SandboxError(400, "code (a string) is required")
@@ -93,7 +92,7 @@ class Interpreter:
         )
 
     async def _create_context(self, request: Request, hosted: HostedSandbox) -> Response:
-        body = await _json_object(request)
+        body = await json_object(request)
         language, cwd = body.get("language"), body.get("cwd") or WORKDIR
         if language not in LANGUAGES:
             raise SandboxError(400, not_implemented(f"a {language!r} context (python is served)"))
@@ -147,13 +146,3 @@ async def _interrupt(hosted: HostedSandbox) -> None:
     with contextlib.suppress(SessionClosedError, UserError, OSError):
         await asyncio.wait_for(hosted.session.interrupt(), 10)
     logger.info("sandbox %s: a cell's client went away; the cell was interrupted", hosted.id)
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        raise SandboxError(400, "the request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise SandboxError(400, "the request body must be a JSON object")
-    return body

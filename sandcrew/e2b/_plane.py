@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -63,6 +65,20 @@ def guarded(
             return error(refused.status, refused.message)
 
     return answer
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    """The request's body, a JSON object (an empty body is an empty one); else a 400."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+        raise SandboxError(400, "the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise SandboxError(400, "the request body must be a JSON object")
+    return body
 
 
 class WatchedStream:
