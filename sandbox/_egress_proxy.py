@@ -69,6 +69,9 @@ HEAD_LIMIT = 16 * 1024
 request or response head (its first line and headers) under twice this size."""
 CONNECT_SECONDS = 10.0
 _CHUNK = 65536
+_DRAIN_BYTES = 65536
+_DRAIN_SECONDS = 1.0
+"""What a refused connection reads of its unread request before it closes, and how long."""
 _HOP_BY_HOP = frozenset(
     {
         b"connection",
@@ -321,6 +324,7 @@ class EgressChannel:
                 return
             if len(self._tasks) >= self.policy.max_connections:
                 await _answer_plain(writer, 503, "too many connections at once through the proxy")
+                await _drained(reader, writer)
                 return
             self._tasks.add(task)
             await _Connection(self, reader, writer).serve()
@@ -975,6 +979,17 @@ async def _answer(
     writer.write(client.send(h11.EndOfMessage()) or b"")
     with contextlib.suppress(OSError):
         await writer.drain()
+
+
+async def _drained(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Before closing a connection whose request was not read: end the writing side, then
+    read what the client sent (briefly, boundedly), so that the close does not reset the
+    connection and lose the answer the client has not read yet."""
+    with contextlib.suppress(OSError, RuntimeError):
+        if writer.can_write_eof():
+            writer.write_eof()
+    with contextlib.suppress(OSError, TimeoutError, asyncio.IncompleteReadError):
+        await asyncio.wait_for(reader.read(_DRAIN_BYTES), _DRAIN_SECONDS)
 
 
 async def _answer_plain(writer: asyncio.StreamWriter, status: int, text: str) -> None:

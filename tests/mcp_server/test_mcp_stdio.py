@@ -76,6 +76,7 @@ async def test_list_languages_names_the_languages_and_limits() -> None:
         "max_timeout": 7.0,
         "max_memory_mb": 256,
         "network_allowed": False,
+        "allowed_hosts": [],
     }
 
 
