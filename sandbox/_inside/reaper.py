@@ -22,8 +22,9 @@ import signal
 import stat
 import time
 
-from .privileges import libc
-
+# Its own handle on the C library: this module stands alone (tests run its source as a
+# program inside a container).
+libc = ctypes.CDLL(None, use_errno=True)
 _IPC_RMID = 0
 _IPC_KINDS = ("shm", "msg", "sem")
 

@@ -20,10 +20,17 @@ word, as its output is; see docs/security.md.
 from __future__ import annotations
 
 import os
+import time
 
 from .privileges import libc
 
 _SOCKET_PREFIX = "socket:["
+_ENDED_STATES = frozenset({"Z", "X"})
+"""Zombie and dead: a process that holds no descriptors any more."""
+_UNREADABLE_TRIES = 10
+_UNREADABLE_PAUSE = 0.02
+"""How often and how far apart an unreadable process is looked at again before the check
+gives up on it (200 ms in all: an exit or an exec in progress)."""
 
 
 def holders_seen_as(
@@ -69,13 +76,23 @@ def channel_holders(
     """
     found: set[tuple[int, int, int]] = set()
     for pid in pids:
-        if _real_uid(f"{proc}/{pid}/status") != uid:
-            continue
-        try:
-            found |= _holders_in(pid, inodes, proc)
-        except PermissionError:
-            if pid not in unreadable_ok:
-                raise
+        for attempt in range(_UNREADABLE_TRIES):
+            owner, state = _owner_and_state(f"{proc}/{pid}/status")
+            # A zombie holds no descriptors, and its fd folder is unreadable (it has no
+            # memory to be dumpable): a forked child its parent never waited for is fine.
+            if owner != uid or state in _ENDED_STATES:
+                break
+            try:
+                found |= _holders_in(pid, inodes, proc)
+                break
+            except PermissionError:
+                if pid in unreadable_ok:
+                    break
+                # A process in the middle of exiting (its memory already gone) or of an
+                # exec reads as unreadable for a moment; one that stays so hides something.
+                if attempt == _UNREADABLE_TRIES - 1:
+                    raise
+                time.sleep(_UNREADABLE_PAUSE)
     return found
 
 
@@ -103,15 +120,21 @@ def _holders_in(pid: int, inodes: frozenset[int], proc: str) -> set[tuple[int, i
     return found
 
 
-def _real_uid(status_path: str) -> int | None:
+def _owner_and_state(status_path: str) -> tuple[int | None, str | None]:
+    """The real uid and the state letter (``R``, ``S``, ``Z`` …) of a process's status file."""
+    owner: int | None = None
+    state: str | None = None
     try:
         with open(status_path, "rb") as handle:
             for line in handle:
-                if line.startswith(b"Uid:"):
-                    return int(line.split()[1])
+                if line.startswith(b"State:"):
+                    state = line.split()[1].decode("ascii", "replace")
+                elif line.startswith(b"Uid:"):
+                    owner = int(line.split()[1])
+                    break  # State comes before Uid
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    return owner, state
 
 
 def tampering(expected: set[tuple[int, int, int]], found: set[tuple[int, int, int]]) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -198,3 +199,28 @@ def test_a_deeply_nested_payload_reads_as_no_object() -> None:
     assert read_file_answer(file_answer("f1", {"size": 2}, b"ok")) == ("f1", {"size": 2}, b"ok")
     with pytest.raises(ProtocolError, match="unknown stream"):
         read_command_output(b"c1 tty\nx")
+
+
+def test_the_channel_check_passes_over_a_zombie_and_not_over_a_hidden_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A zombie's fd folder cannot be read (it has no memory to be dumpable) and it holds
+    # nothing; a live process whose folder cannot be read may hold anything.
+    uid = os.getuid()
+    for pid, state in ((7, "Z (zombie)"), (8, "S (sleeping)")):
+        (tmp_path / str(pid) / "task" / str(pid) / "fd").mkdir(parents=True)
+        (tmp_path / str(pid) / "status").write_text(
+            f"Name:\tpython3\nState:\t{state}\nPid:\t{pid}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+        )
+    listdir = os.listdir
+
+    def unreadable_fd_folders(path: str) -> list[str]:
+        if str(path).endswith("/fd"):
+            raise PermissionError(13, "Permission denied", path)
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", unreadable_fd_folders)
+
+    assert channel_holders(frozenset({1}), [7], uid, proc=str(tmp_path)) == set()
+    with pytest.raises(PermissionError):
+        channel_holders(frozenset({1}), [7, 8], uid, proc=str(tmp_path))
