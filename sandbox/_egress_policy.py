@@ -376,11 +376,20 @@ class EgressPolicy(SettingsModel):
     def entries(self) -> tuple[str, ...]:
         """Each host the policy lets through, as text: the allow-list's entries, then the
         hosts of secret headers not already listed (``HOST:PORT``)."""
-        listed = [str(rule) for rule in self.allow]
+        return tuple(self._entry_rules())
+
+    def entries_naming(self, name: str) -> tuple[str, ...]:
+        """The entries written as ``name``, or whose host is ``name`` (any of its ports)."""
+        return tuple(
+            entry for entry, rule in self._entry_rules().items() if name in (entry, rule.host)
+        )
+
+    def _entry_rules(self) -> dict[str, HostRule]:
+        rules = {str(rule): rule for rule in self.allow}
         for header in self.secret_headers:
             if not any(rule.matches(header.host, header.port) for rule in self.allow):
-                listed.append(str(header.rule))
-        return tuple(dict.fromkeys(listed))
+                rules.setdefault(str(header.rule), header.rule)
+        return rules
 
     def narrowed(self, entries: Iterable[str]) -> EgressPolicy:
         """This policy with only the ``entries`` chosen (texts of :attr:`entries`) and the

@@ -19,6 +19,25 @@ from urllib.parse import parse_qs, urlsplit
 
 from sandcrew.sandbox._egress_tls import CertificateAuthority, load_chain_from_memory
 
+_STATUSES_OF = """
+import json, urllib.request, urllib.error
+def fetch(url):
+    try:
+        with urllib.request.urlopen(url, timeout=15) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError as error:
+        return type(error).__name__
+print(json.dumps([fetch(url) for url in {urls!r}]))
+"""
+
+
+def statuses_of(urls: list[str]) -> str:
+    """A program that prints, as a JSON list, the HTTP status each of ``urls`` answers (or
+    the name of the error that stopped it), through the proxy its environment names."""
+    return _STATUSES_OF.format(urls=urls)
+
 
 @dataclass
 class Seen:

@@ -183,7 +183,7 @@ async def serve(
         settings.e2b,
         templates,
         settings.sessions,
-        allowed_hosts=() if ceiling is None else ceiling.entries,
+        ceiling=ceiling,
     )
     app = BodyGuard(build_app(settings, registry, key), max_body_bytes=settings.e2b.max_body_bytes)
     server = _Server(app, host=host, port=port, on_listening=on_listening, api_key=key)

@@ -40,7 +40,7 @@ from sandcrew.e2b._connect import (
     timeout_seconds,
 )
 from sandcrew.e2b._errors import json_error, not_implemented
-from sandcrew.e2b._plane import WatchedStream, sandbox_of
+from sandcrew.e2b._plane import PlaneHandler, WatchedStream, guarded
 from sandcrew.e2b._sandboxes import WORKDIR, HostedSandbox, SandboxRegistry
 from sandcrew.errors import SessionFileError, SessionFileNotFoundError
 from sandcrew.sandbox import (
@@ -83,24 +83,27 @@ class Envd:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/health", self._health, methods=["GET"]),
-            Route("/files", self._read_file, methods=["GET"]),
-            Route("/files", self._write_files, methods=["POST"]),
-            Route("/filesystem.Filesystem/{method}", self._rpc, methods=["POST"]),
-            Route("/process.Process/{method}", self._rpc, methods=["POST"]),
+            Route("/health", self._guarded(self._health), methods=["GET"]),
+            Route("/files", self._guarded(self._read_file), methods=["GET"]),
+            Route("/files", self._guarded(self._write_files), methods=["POST"]),
+            Route("/filesystem.Filesystem/{method}", self._guarded(self._rpc), methods=["POST"]),
+            Route("/process.Process/{method}", self._guarded(self._rpc), methods=["POST"]),
         ]
 
-    async def _health(self, request: Request) -> Response:
+    def _guarded(
+        self, handler: PlaneHandler
+    ) -> Callable[[Request], Awaitable[Response | WatchedStream]]:
+        """``handler`` for the sandbox the request names (its token checked), its refusals
+        answered as envd answers them (JSON)."""
+        return guarded(self._registry, json_error, handler)
+
+    async def _health(self, request: Request, hosted: HostedSandbox) -> Response:
         """204 while the sandbox runs; a sandbox that is gone is "not found" (502)."""
-        hosted = sandbox_of(request, self._registry, json_error)
-        return hosted if isinstance(hosted, Response) else Response(status_code=204)
+        return Response(status_code=204)
 
     # -- /files ---------------------------------------------------------------------------
 
-    async def _read_file(self, request: Request) -> Response:
-        hosted = sandbox_of(request, self._registry, json_error)
-        if isinstance(hosted, Response):
-            return hosted
+    async def _read_file(self, request: Request, hosted: HostedSandbox) -> Response:
         path = request.query_params.get("path")
         if not path:
             return json_error(400, "the path parameter is required")
@@ -110,10 +113,7 @@ class Envd:
             return json_error(*_file_status(error))
         return Response(data, media_type="application/octet-stream")
 
-    async def _write_files(self, request: Request) -> Response:
-        hosted = sandbox_of(request, self._registry, json_error)
-        if isinstance(hosted, Response):
-            return hosted
+    async def _write_files(self, request: Request, hosted: HostedSandbox) -> Response:
         try:
             files = await self._uploaded(request)
             written = []
@@ -154,13 +154,10 @@ class Envd:
 
     # -- Connect calls --------------------------------------------------------------------
 
-    async def _rpc(self, request: Request) -> Response | WatchedStream:
+    async def _rpc(self, request: Request, hosted: HostedSandbox) -> Response | WatchedStream:
         service = request.url.path.strip("/").split("/")[0]
         name = f"{service}/{request.path_params['method']}"
         streaming = request.headers.get("content-type", "").startswith("application/connect+")
-        hosted = sandbox_of(request, self._registry, json_error)
-        if isinstance(hosted, Response):
-            return hosted
         if name == "process.Process/Start":
             return await self._start(request, hosted)
         handler = self._unary.get(name)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sandcrew.e2b._errors import not_implemented
-from sandcrew.sandbox import HostRule, RunningCommand, Session, SessionLimits, SupportsSessions
+from sandcrew.sandbox import EgressPolicy, RunningCommand, Session, SessionLimits, SupportsSessions
 from sandcrew.settings import E2bSettings
 
 logger = logging.getLogger(__name__)
@@ -125,11 +125,11 @@ class SandboxRegistry:
         templates: Templates,
         session_limits: SessionLimits,
         *,
-        allowed_hosts: tuple[str, ...] = (),
+        ceiling: EgressPolicy | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._sandbox_for = sandbox_for
-        self.allowed_hosts = allowed_hosts
+        self._ceiling = ceiling
         """The server's hosts (its ``--allow-host`` entries): what a sandbox may be given."""
         self._settings = settings
         self.templates = templates
@@ -238,13 +238,13 @@ class SandboxRegistry:
             raise SandboxError(400, "network.allowOut must be a list of host names")
         chosen: list[str] = []
         for item in asked:
-            matching = [
-                entry
-                for entry in self.allowed_hosts
-                if item in (entry, HostRule.model_validate(entry).host)
-            ]
+            matching = () if self._ceiling is None else self._ceiling.entries_naming(item)
             if not matching:
-                offered = ", ".join(self.allowed_hosts) or "none (start it with --allow-host)"
+                offered = (
+                    ", ".join(self._ceiling.entries)
+                    if self._ceiling is not None and self._ceiling.entries
+                    else "none (start it with --allow-host)"
+                )
                 raise SandboxError(
                     403, f"this server does not allow {item!r} (it allows: {offered})"
                 )

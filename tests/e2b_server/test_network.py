@@ -13,22 +13,9 @@ from e2b.sandbox.network import ALL_TRAFFIC
 from e2b_code_interpreter import Sandbox
 
 from tests.e2b_server.helpers import e2b_server
-from tests.egress_servers import upstream_server
+from tests.egress_servers import statuses_of, upstream_server
 
 pytestmark = pytest.mark.docker
-
-FETCH = """
-import json, urllib.request, urllib.error
-def fetch(url):
-    try:
-        with urllib.request.urlopen(url, timeout=15) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError as error:
-        return type(error).__name__
-print(json.dumps([fetch(url) for url in {urls!r}]))
-"""
 
 
 def test_a_sandbox_reaches_the_hosts_it_names_among_the_servers(
@@ -42,8 +29,8 @@ def test_a_sandbox_reaches_the_hosts_it_names_among_the_servers(
             narrowed = Sandbox.create(network={"allow_out": [one], "deny_out": [ALL_TRAFFIC]})
             offline = Sandbox.create()
             try:
-                reached = narrowed.run_code(FETCH.format(urls=urls))
-                cut_off = offline.run_code(FETCH.format(urls=urls))
+                reached = narrowed.run_code(statuses_of(urls))
+                cut_off = offline.run_code(statuses_of(urls))
             finally:
                 narrowed.kill()
                 offline.kill()

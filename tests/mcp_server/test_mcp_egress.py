@@ -9,23 +9,10 @@ import json
 import pytest
 from mcp import ClientSession
 
-from tests.egress_servers import upstream_server
+from tests.egress_servers import statuses_of, upstream_server
 from tests.mcp_server.helpers import mcp_session
 
 pytestmark = pytest.mark.docker
-
-FETCH = """
-import json, urllib.request
-def fetch(url):
-    try:
-        with urllib.request.urlopen(url, timeout=15) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError as error:
-        return type(error).__name__
-print(json.dumps([fetch(url) for url in {urls!r}]))
-"""
 
 
 async def call(session: ClientSession, tool: str, arguments: dict[str, object]) -> object:
@@ -46,7 +33,7 @@ async def test_clients_choose_among_the_servers_hosts_and_get_no_more() -> None:
     with upstream_server("localhost") as first, upstream_server("localhost") as second:
         one, two = f"localhost:{first.port}", f"localhost:{second.port}"
         urls = [f"http://localhost:{first.port}/hello", f"http://localhost:{second.port}/hello"]
-        code = FETCH.format(urls=urls)
+        code = statuses_of(urls)
         async with mcp_session(
             "--allow-host", one, "--allow-host", two, "--allow-network"
         ) as session:  # fmt: skip

@@ -219,6 +219,10 @@ def test_a_server_policy_is_narrowed_to_the_entries_a_client_names_never_widened
     )
     # The hosts of secret headers that no entry covers are choices of their own.
     assert ceiling.entries == ("pypi.org", "*.example.org:8443", "api.test:443")
+    # A client may name an entry as written, or its host.
+    assert ceiling.entries_naming("api.test") == ("api.test:443",)
+    assert ceiling.entries_naming("*.example.org:8443") == ("*.example.org:8443",)
+    assert ceiling.entries_naming("evil.org") == ()
 
     index = ceiling.narrowed(["pypi.org"])
     assert index.entries == ("pypi.org",)
