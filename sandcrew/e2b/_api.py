@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from sandcrew.e2b._errors import json_error, not_implemented
 from sandcrew.e2b._plane import json_object
-from sandcrew.e2b._sandboxes import HostedSandbox, SandboxError, SandboxRegistry
+from sandcrew.e2b._sandboxes import HostedSandbox, Refusal, SandboxRegistry
 
 ENVD_VERSION = "0.5.7"
 """The envd version the server answers as: octet-stream uploads and the default user, no
@@ -68,7 +68,7 @@ class ControlPlane:
                 return refused
             try:
                 return await handler(request)
-            except SandboxError as error:
+            except Refusal as error:
                 return json_error(error.status, error.message)
 
         return answer
@@ -86,16 +86,16 @@ class ControlPlane:
         body = await json_object(request)
         template = body.get("templateID") or "code-interpreter-v1"
         if not isinstance(template, str):
-            raise SandboxError(400, "templateID must be a string")
+            raise Refusal(400, "templateID must be a string")
         for key, what in (
             ("autoPause", "auto-pause"),
             ("mcp", "MCP servers in a sandbox"),
             ("volumeMounts", "volume mounts"),
         ):
             if body.get(key):
-                raise SandboxError(501, not_implemented(what))
+                raise Refusal(501, not_implemented(what))
         if body.get("allow_internet_access") is True:
-            raise SandboxError(
+            raise Refusal(
                 501,
                 not_implemented(
                     "internet access (a sandbox reaches only the hosts of the server's "
@@ -133,19 +133,19 @@ class ControlPlane:
         body = await json_object(request)
         hosted = self._registry.get(request.path_params["sandbox_id"])
         if "timeout" not in body:
-            raise SandboxError(400, "timeout (seconds) is required")
+            raise Refusal(400, "timeout (seconds) is required")
         self._registry.set_timeout(hosted, self._registry.timeout_of(body["timeout"]))
         return Response(status_code=204)
 
     async def _kill(self, request: Request) -> Response:
         sandbox_id = request.path_params["sandbox_id"]
         if not await self._registry.kill(sandbox_id):
-            raise SandboxError(404, f"sandbox {sandbox_id} not found")
+            raise Refusal(404, f"sandbox {sandbox_id} not found")
         return Response(status_code=204)
 
     async def _unserved(self, request: Request) -> Response:
         action = request.path_params["action"].split("/")[0]
-        raise SandboxError(501, not_implemented(f"the sandbox API's {action!r}"))
+        raise Refusal(501, not_implemented(f"the sandbox API's {action!r}"))
 
     def _detail(self, hosted: HostedSandbox) -> dict[str, Any]:
         return {
@@ -185,5 +185,5 @@ def _string_map(value: object, name: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
         isinstance(key, str) and isinstance(item, str) for key, item in value.items()
     ):
-        raise SandboxError(400, f"{name} must map strings to strings")
+        raise Refusal(400, f"{name} must map strings to strings")
     return dict(value)

@@ -26,7 +26,7 @@ from sandcrew.e2b._sandboxes import (
     DEFAULT_CONTEXT_ID,
     WORKDIR,
     HostedSandbox,
-    SandboxError,
+    Refusal,
     SandboxRegistry,
 )
 from sandcrew.sandbox import SessionClosedError
@@ -70,20 +70,18 @@ class Interpreter:
         body = await json_object(request)
         code, language, context_id = body.get("code"), body.get("language"), body.get("context_id")
         if not isinstance(code, str):
-            raise SandboxError(400, "code (a string) is required")
+            raise Refusal(400, "code (a string) is required")
         if language not in LANGUAGES:
-            raise SandboxError(
-                400, not_implemented(f"running {language!r} code (python is served)")
-            )
+            raise Refusal(400, not_implemented(f"running {language!r} code (python is served)"))
         if body.get("env_vars"):
-            raise SandboxError(400, not_implemented("environment variables per cell"))
+            raise Refusal(400, not_implemented("environment variables per cell"))
         context: str | None = None
         if context_id is not None:
             if context_id not in hosted.contexts:
-                raise SandboxError(404, f"context {context_id!r} not found")
+                raise Refusal(404, f"context {context_id!r} not found")
             context = None if context_id == DEFAULT_CONTEXT_ID else context_id
         if not code.strip():
-            raise SandboxError(400, "code is empty")
+            raise Refusal(400, "code is empty")
         limit = min(self._max_cell_timeout, max(hosted.remaining(), 1.0))
         return WatchedStream(
             _cell_lines(hosted, code, context=context, limit=limit),
@@ -95,9 +93,9 @@ class Interpreter:
         body = await json_object(request)
         language, cwd = body.get("language"), body.get("cwd") or WORKDIR
         if language not in LANGUAGES:
-            raise SandboxError(400, not_implemented(f"a {language!r} context (python is served)"))
+            raise Refusal(400, not_implemented(f"a {language!r} context (python is served)"))
         if not isinstance(cwd, str) or posixpath.normpath(cwd) != WORKDIR:
-            raise SandboxError(
+            raise Refusal(
                 400, not_implemented(f"a context in {cwd!r} (contexts start in {WORKDIR})")
             )
         return JSONResponse(self._registry.new_context(hosted, cwd=WORKDIR).as_json())
@@ -108,16 +106,16 @@ class Interpreter:
     async def _remove_context(self, request: Request, hosted: HostedSandbox) -> Response:
         context_id = request.path_params["context_id"]
         if context_id == DEFAULT_CONTEXT_ID:
-            raise SandboxError(400, "the default context cannot be removed")
+            raise Refusal(400, "the default context cannot be removed")
         if hosted.contexts.pop(context_id, None) is None:
-            raise SandboxError(404, f"context {context_id!r} not found")
+            raise Refusal(404, f"context {context_id!r} not found")
         await hosted.session.drop_context(context_id)
         return Response(status_code=204)
 
     async def _restart_context(self, request: Request, hosted: HostedSandbox) -> Response:
         context_id = request.path_params["context_id"]
         if context_id not in hosted.contexts:
-            raise SandboxError(404, f"context {context_id!r} not found")
+            raise Refusal(404, f"context {context_id!r} not found")
         try:
             if context_id == DEFAULT_CONTEXT_ID:
                 # The default namespace is the interpreter's own: a fresh interpreter.
@@ -125,7 +123,7 @@ class Interpreter:
             else:
                 await hosted.session.reset_context(context_id)
         except SessionClosedError:
-            raise SandboxError(502, f"The sandbox {hosted.id} was not found") from None
+            raise Refusal(502, f"The sandbox {hosted.id} was not found") from None
         return Response(status_code=204)
 
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from sandcrew._http_serving import Receive, Scope, Send
-from sandcrew.e2b._sandboxes import HostedSandbox, SandboxError, SandboxRegistry
+from sandcrew.e2b._sandboxes import HostedSandbox, Refusal, SandboxRegistry
 
 ErrorAnswer = Callable[[int, str], Response]
 
@@ -37,7 +37,7 @@ def sandbox_of(
         return error(400, "the E2b-Sandbox-Id header is missing (set E2B_SANDBOX_URL)")
     try:
         hosted = registry.get(sandbox_id)
-    except SandboxError as refused:
+    except Refusal as refused:
         return error(SANDBOX_NOT_FOUND_STATUS, refused.message)
     offered = [request.headers.get(name) for name in TOKEN_HEADERS]
     if not any(hosted.token_matches(token) for token in offered):
@@ -52,7 +52,7 @@ PlaneHandler = Callable[[Request, HostedSandbox], Awaitable["Response | WatchedS
 def guarded(
     registry: SandboxRegistry, error: ErrorAnswer, handler: PlaneHandler
 ) -> Callable[[Request], Awaitable[Response | WatchedStream]]:
-    """``handler`` behind :func:`sandbox_of`; a :class:`SandboxError` it raises becomes
+    """``handler`` behind :func:`sandbox_of`; a :class:`Refusal` it raises becomes
     ``error``'s answer (each plane has its own shape)."""
 
     async def answer(request: Request) -> Response | WatchedStream:
@@ -61,7 +61,7 @@ def guarded(
             return hosted
         try:
             return await handler(request, hosted)
-        except SandboxError as refused:
+        except Refusal as refused:
             return error(refused.status, refused.message)
 
     return answer
@@ -75,9 +75,9 @@ async def json_object(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-        raise SandboxError(400, "the request body is not valid JSON") from None
+        raise Refusal(400, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
-        raise SandboxError(400, "the request body must be a JSON object")
+        raise Refusal(400, "the request body must be a JSON object")
     return body
 
 

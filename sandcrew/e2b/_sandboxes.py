@@ -45,7 +45,7 @@ ALL_TRAFFIC = frozenset({"0.0.0.0/0", "::/0"})
 first; the core's limit is the backstop if it did not."""
 
 
-class SandboxError(Exception):
+class Refusal(Exception):
     """A request the server refuses; ``status`` is the HTTP status the SDK maps."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -54,9 +54,9 @@ class SandboxError(Exception):
         self.message = message
 
 
-def not_found(sandbox_id: str) -> SandboxError:
+def not_found(sandbox_id: str) -> Refusal:
     # "was not found" is what the SDK reads as "the sandbox is gone" on the sandbox plane.
-    return SandboxError(404, f"The sandbox {sandbox_id} was not found")
+    return Refusal(404, f"The sandbox {sandbox_id} was not found")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Templates:
 
     def image_for(self, template: str) -> str:
         if template not in self.served:
-            raise SandboxError(
+            raise Refusal(
                 400,
                 f"template {template!r} is not available: sandcrew e2b serves "
                 f"{', '.join(sorted(self.served))} (all by the image {self.image})",
@@ -159,9 +159,9 @@ class SandboxRegistry:
         if requested is None:
             return self._settings.default_timeout
         if isinstance(requested, bool) or not isinstance(requested, int | float):
-            raise SandboxError(400, f"timeout must be a number of seconds (got {requested!r})")
+            raise Refusal(400, f"timeout must be a number of seconds (got {requested!r})")
         if requested <= 0:
-            raise SandboxError(400, f"timeout must be > 0 seconds (got {requested})")
+            raise Refusal(400, f"timeout must be > 0 seconds (got {requested})")
         return min(float(requested), self._settings.max_timeout)
 
     async def create(
@@ -174,12 +174,12 @@ class SandboxRegistry:
         hosts: tuple[str, ...] = (),
     ) -> HostedSandbox:
         if self._closing:
-            raise SandboxError(503, "the server is stopping")
+            raise Refusal(503, "the server is stopping")
         image = self.templates.image_for(template)
         self._forget_ended()
         held = len(self._sandboxes) + self._starting
         if held >= self._settings.max_sandboxes:
-            raise SandboxError(
+            raise Refusal(
                 429,
                 f"the server holds {held} sandboxes, its limit (e2b.max_sandboxes): kill one "
                 "or wait for one to time out",
@@ -207,7 +207,7 @@ class SandboxRegistry:
         hosted.contexts[DEFAULT_CONTEXT_ID] = CodeContext(DEFAULT_CONTEXT_ID)
         if self._closing:
             await session.close()
-            raise SandboxError(503, "the server is stopping")
+            raise Refusal(503, "the server is stopping")
         self._sandboxes[hosted.id] = hosted
         self._schedule(hosted)
         return hosted
@@ -219,15 +219,15 @@ class SandboxRegistry:
         if network is None:
             return ()
         if not isinstance(network, dict):
-            raise SandboxError(400, "network must be an object")
+            raise Refusal(400, "network must be an object")
         unsupported = sorted(
             key for key, value in network.items() if value and key not in _NETWORK_KEYS
         )
         if unsupported:
-            raise SandboxError(501, not_implemented(f"network {', '.join(unsupported)}"))
+            raise Refusal(501, not_implemented(f"network {', '.join(unsupported)}"))
         denied = network.get("denyOut") or []
         if not isinstance(denied, list) or not set(denied) <= ALL_TRAFFIC:
-            raise SandboxError(
+            raise Refusal(
                 501,
                 not_implemented(
                     "denyOut other than all traffic (everything off the allowed hosts is denied)"
@@ -235,7 +235,7 @@ class SandboxRegistry:
             )
         asked = network.get("allowOut") or []
         if not isinstance(asked, list) or not all(isinstance(item, str) for item in asked):
-            raise SandboxError(400, "network.allowOut must be a list of host names")
+            raise Refusal(400, "network.allowOut must be a list of host names")
         chosen: list[str] = []
         for item in asked:
             matching = () if self._ceiling is None else self._ceiling.entries_naming(item)
@@ -245,9 +245,7 @@ class SandboxRegistry:
                     if self._ceiling is not None and self._ceiling.entries
                     else "none (start it with --allow-host)"
                 )
-                raise SandboxError(
-                    403, f"this server does not allow {item!r} (it allows: {offered})"
-                )
+                raise Refusal(403, f"this server does not allow {item!r} (it allows: {offered})")
             chosen.extend(matching)
         return tuple(dict.fromkeys(chosen))
 
