@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -165,7 +165,7 @@ def in_form(
     turns: list[tuple[str, list[str]]] = []
     for message in messages:
         role = message.get("role")
-        text = _content_text(message.get("content"))
+        text = content_text(message.get("content"))
         if role in ("system", "developer") and not turns:
             system.append(text)
             continue
@@ -202,11 +202,12 @@ def _add_turn(turns: list[tuple[str, list[str]]], role: str, text: str) -> None:
         turns.append((role, [text]))
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """The text of a Chat Completions message ``content`` (a string or a list of parts)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
     return ""
 
 

@@ -34,6 +34,13 @@ def describe_invalid_value(problem: Mapping[str, Any]) -> str:
     return f"{shown} (got {problem.get('input')!r})"
 
 
+def first_problem(problems: list[Any], *, whole: str) -> str:
+    """``field: why`` of the first of pydantic's ``errors()`` (``whole`` when it is the root's)."""
+    first = problems[0]
+    location = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{location or whole}: {first.get('msg')}"
+
+
 def counted(number: int, noun: str, plural: str | None = None) -> str:
     """``1 task``, ``2 tasks``: the noun agrees with the number (``plural`` when not ``+s``)."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"

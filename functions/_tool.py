@@ -236,28 +236,28 @@ class FunctionTool(Generic[P, R]):
         if len(text) > _MAX_EXCEPTION_TEXT:
             text = text[: _MAX_EXCEPTION_TEXT - 3] + "..."
         described = f"{type(error).__name__}: {text}" if text else type(error).__name__
+        return self._failed(
+            f"the function raised {described}. "
+            f"Check the arguments and call {self.name} again, or continue without it.",
+            error=described,
+        )
+
+    def _failed(self, why: str, *, error: str) -> ToolResult:
         return ToolResult(
             function_name=self.name,
             ok=False,
-            content=(
-                f"Error calling {self.name}: the function raised {described}. "
-                f"Check the arguments and call {self.name} again, or continue without it."
-            ),
-            errors=[f"(root): {described}"],
+            content=f"Error calling {self.name}: {why}",
+            errors=[f"(root): {error}"],
         )
 
     def _result(self, value: object, prepared: _PreparedCall) -> ToolResult:
         try:
             content = serialize_result(value)
         except TypeError as error:
-            return ToolResult(
-                function_name=self.name,
-                ok=False,
-                content=(
-                    f"Error calling {self.name}: its result could not be turned into text "
-                    f"({error}). This is a fault in the function, not in the arguments."
-                ),
-                errors=[f"(root): result not serializable: {error}"],
+            return self._failed(
+                f"its result could not be turned into text ({error}). "
+                "This is a fault in the function, not in the arguments.",
+                error=f"result not serializable: {error}",
             )
         return ToolResult(
             function_name=self.name,

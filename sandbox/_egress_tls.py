@@ -58,17 +58,7 @@ class CertificateAuthority:
             .not_valid_after(now + _VALID_FOR)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
-                x509.KeyUsage(
-                    digital_signature=False,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
+                _key_usage("key_cert_sign", "crl_sign"),
                 critical=True,
             )
             .add_extension(
@@ -140,3 +130,21 @@ def host_trusted_roots() -> bytes:
             with open(candidate, "rb") as handle:
                 return handle.read()
     return b""
+
+
+_KEY_USAGES = (
+    "digital_signature",
+    "content_commitment",
+    "key_encipherment",
+    "data_encipherment",
+    "key_agreement",
+    "key_cert_sign",
+    "crl_sign",
+    "encipher_only",
+    "decipher_only",
+)
+
+
+def _key_usage(*allowed: str) -> x509.KeyUsage:
+    """A key-usage extension that allows ``allowed`` and nothing else."""
+    return x509.KeyUsage(**{usage: usage in allowed for usage in _KEY_USAGES})

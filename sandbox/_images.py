@@ -343,10 +343,13 @@ def _build_dockerfile(
         resources.as_file(resources.files("sandcrew.images") / spec.folder) as folder,
         tempfile.TemporaryDirectory(prefix="sandcrew-build-") as scratch,
     ):
-        context = folder
+        # The image's folder plus the scripts every Dockerfile shares (images/*.sh).
+        context = Path(scratch) / "context"
+        shutil.copytree(folder, context)
+        for shared in resources.files("sandcrew.images").iterdir():
+            if shared.name.endswith(".sh"):
+                (context / shared.name).write_bytes(shared.read_bytes())
         if spec.wheels:
-            context = Path(scratch) / "context"
-            shutil.copytree(folder, context)
             _download_wheels(spec.wheels, context / "wheels", on_progress)
         try:
             stream: Iterator[dict[str, Any]] = client.api.build(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from sandcrew.errors import UserError
 
 
@@ -11,3 +13,8 @@ class MissingExtraError(UserError, ImportError):
     def __init__(self, feature: str, package: str, extra: str) -> None:
         super().__init__(f"{feature} needs {package}: pip install 'sandcrew[{extra}]'")
         self.extra = extra
+
+
+def missing(*modules: str) -> bool:
+    """Whether any of ``modules`` (an extra's packages) is not installed."""
+    return any(importlib.util.find_spec(module) is None for module in modules)

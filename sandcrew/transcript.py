@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 import sandcrew
 from sandcrew.agents import FunctionCallRequiredError, Message
+from sandcrew.core import first_problem
 from sandcrew.crew import CrewResult, CrewSettings
 from sandcrew.errors import UserError
 from sandcrew.sandbox import ExecutionResult
@@ -172,11 +173,9 @@ def read_transcript(path: Path) -> list[TranscriptEvent]:
         try:
             event = _EVENT.validate_json(line)
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
             raise UserError(
                 f"{path} line {number} is not a transcript event from `sandcrew solve "
-                f"--transcript` ({where + ': ' if where else ''}{first['msg']})"
+                f"--transcript` ({first_problem(error.errors(), whole='line')})"
             ) from None
         if isinstance(event, HeaderEvent) and event.format != TRANSCRIPT_FORMAT:
             raise UserError(

@@ -48,6 +48,8 @@ def test_wheel_maps_the_library_folders_under_sandcrew(wheel: Path) -> None:
         "sandcrew/suites/__init__.py",
         "sandcrew/testing/pytest_plugin.py",
         "sandcrew/images/python/Dockerfile",
+        "sandcrew/images/add-sandbox-user.sh",
+        "sandcrew/images/install-wheels.sh",
         "sandcrew/suites/bundled/basics.yaml",
         "sandcrew/py.typed",
     ):

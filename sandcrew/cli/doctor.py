@@ -7,7 +7,7 @@ import json
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -28,6 +28,9 @@ from sandcrew.sandbox.host import (
 )
 from sandcrew.sandbox.images import DEFAULT_IMAGES, list_images
 from sandcrew.settings import DEFAULT, describe_settings, load_settings
+
+if TYPE_CHECKING:
+    from sandcrew.agents import OpenAIChatAgent
 
 # Runs inside a sandbox container and reports what the kernel really enforces.
 SELF_TEST_PROGRAM = r"""
@@ -294,12 +297,7 @@ def tool_calling_check(settings: CrewSettings) -> Check:
     ``tool_choice`` (what the reviewer sends) and one with ``"auto"``."""
     import asyncio
 
-    from sandcrew.agents import (
-        GenerateReplyOptions,
-        OpenAIChatAgent,
-        TextMessage,
-        ToolCallMessage as CallMessage,
-    )
+    from sandcrew.agents import GenerateReplyOptions, TextMessage, ToolCallMessage as CallMessage
 
     named = {"type": "function", "function": {"name": "report_status"}}
     question = [TextMessage(role="user", content="Call report_status with ready=true.")]
@@ -317,14 +315,7 @@ def tool_calling_check(settings: CrewSettings) -> Check:
 
     async def both() -> tuple[str, str]:
         # One agent, as in the crew: what the endpoint refused once is not asked again.
-        endpoint = settings.endpoint
-        agent = OpenAIChatAgent(
-            "doctor",
-            endpoint=endpoint,
-            client=endpoint.client(retries=0, timeout=min(endpoint.timeout, 120)),
-            max_tokens=64,
-            temperature=0,
-        )
+        agent = probing_agent(settings, max_tokens=64)
         try:
             return await probe(agent, named), await probe(agent, "auto")
         finally:
@@ -339,6 +330,23 @@ def tool_calling_check(settings: CrewSettings) -> Check:
     return Check("tool calling", True, f"{detail}; {TOOL_ADVICE}", warning=True)
 
 
+def probing_agent(
+    settings: CrewSettings, *, max_tokens: int, system_message: str | None = None
+) -> OpenAIChatAgent:
+    """An agent for one probe: no retries, a bounded wait, the shortest answers."""
+    from sandcrew.agents import OpenAIChatAgent
+
+    endpoint = settings.endpoint
+    return OpenAIChatAgent(
+        "doctor",
+        endpoint=endpoint,
+        client=endpoint.client(retries=0, timeout=min(endpoint.timeout, 120)),
+        system_message=system_message,
+        max_tokens=max_tokens,
+        temperature=0,
+    )
+
+
 CHAT_FORM_PROBE_SYSTEM = "You are in a group chat. Answer with one word."
 """The chat-form probe's instructions (scripted servers recognise the probe by them)."""
 
@@ -346,7 +354,7 @@ CHAT_FORM_PROBE_SYSTEM = "You are in a group chat. Answer with one word."
 def chat_form_check(settings: CrewSettings) -> Check:
     """Which layout of a conversation does the endpoint accept? One tiny request shaped like
     the crew's (a system message, then two user turns in a row), sent as a solve sends it."""
-    from sandcrew.agents import ChatForm, OpenAIChatAgent, TextMessage
+    from sandcrew.agents import ChatForm, TextMessage
 
     history = [
         TextMessage(content="I review code.", sender="reviewer"),
@@ -354,15 +362,7 @@ def chat_form_check(settings: CrewSettings) -> Check:
     ]
 
     async def probe() -> tuple[ChatForm, str]:
-        endpoint = settings.endpoint
-        agent = OpenAIChatAgent(
-            "doctor",
-            endpoint=endpoint,
-            client=endpoint.client(retries=0, timeout=min(endpoint.timeout, 120)),
-            system_message=CHAT_FORM_PROBE_SYSTEM,
-            max_tokens=16,
-            temperature=0,
-        )
+        agent = probing_agent(settings, max_tokens=16, system_message=CHAT_FORM_PROBE_SYSTEM)
         try:
             reply = await agent.generate_reply(history)
             return agent.form_to_send(), "; ".join(reply.notes)

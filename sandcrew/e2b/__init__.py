@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from sandcrew import _extras
 
-try:
-    import starlette as _starlette  # noqa: F401  (the optional dependencies, checked once here)
-    import uvicorn as _uvicorn  # noqa: F401
-except ImportError as missing:
-    raise _extras.MissingExtraError("`sandcrew e2b`", "Starlette and uvicorn", "e2b") from missing
+if _extras.missing("starlette", "uvicorn"):
+    raise _extras.MissingExtraError("`sandcrew e2b`", "Starlette and uvicorn", "e2b")
 
 from sandcrew.e2b._app import API_KEY_VARIABLE, Listening, api_key_for, build_app, serve
 from sandcrew.e2b._sandboxes import DEFAULT_TEMPLATE, WORKDIR, SandboxRegistry, Templates

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from sandcrew import _extras
 
-try:
-    import mcp as _sdk  # noqa: F401  (the optional dependency, checked once here)
-except ImportError as missing:
-    raise _extras.MissingExtraError("`sandcrew mcp`", "the MCP SDK (mcp)", "mcp") from missing
+if _extras.missing("mcp"):
+    raise _extras.MissingExtraError("`sandcrew mcp`", "the MCP SDK (mcp)", "mcp")
 
 from sandcrew.mcp._admission import QueueLimits
 from sandcrew.mcp._http import AUTH_TOKEN_VARIABLE

@@ -102,6 +102,15 @@ class Done(BaseModel):
     done: bool = True
 
 
+def _timeout_field(limits: ServerLimits, what: str, *, then: str = "") -> Any:
+    """A ``timeout`` argument: positive, at most the server's limit (also its default)."""
+    return Field(
+        gt=0,
+        le=limits.max_timeout,
+        description=f"{what}, at most {limits.max_timeout:g} (the default){then}.",
+    )
+
+
 def _hosts_field(limits: ServerLimits, what: str) -> Any:
     """The ``allow_hosts`` argument: a choice among the server's hosts, never more."""
     note = (
@@ -140,14 +149,7 @@ def tool_contracts(
             str, Field(description="The program's language; list_languages() names them.")
         ] = "python",
         timeout: Annotated[  # noqa: ASYNC109  (the program's limit, enforced by the sandbox)
-            float | None,
-            Field(
-                gt=0,
-                le=limits.max_timeout,
-                description=(
-                    f"Wall-clock limit in seconds, at most {limits.max_timeout:g} (the default)."
-                ),
-            ),
+            float | None, _timeout_field(limits, "Wall-clock limit in seconds")
         ] = None,
         memory_mb: Annotated[
             int | None,
@@ -245,13 +247,10 @@ def session_contracts(
         code: Annotated[str, Field(description="The cell's source text.")],
         timeout: Annotated[  # noqa: ASYNC109  (the cell's limit, enforced by the session)
             float | None,
-            Field(
-                gt=0,
-                le=limits.max_timeout,
-                description=(
-                    f"Seconds the cell may run, at most {limits.max_timeout:g} (the default); "
-                    "then it is interrupted and the session's state is kept."
-                ),
+            _timeout_field(
+                limits,
+                "Seconds the cell may run",
+                then="; then it is interrupted and the session's state is kept",
             ),
         ] = None,
     ) -> CellResult:

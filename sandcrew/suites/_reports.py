@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
+from sandcrew.core import first_problem
 from sandcrew.suites._errors import SuiteError
 from sandcrew.suites._outcomes import TaskResult, TaskStatus
 
@@ -100,11 +101,9 @@ def read_json_report(path: Path) -> SuiteReport:
     try:
         return SuiteReport.model_validate_json(text)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
         raise SuiteError(
             f"{path} is not a sandcrew suite report (from `sandcrew suite run --report`): "
-            f"{where or 'file'}: {first['msg']}"
+            + first_problem(error.errors(), whole="file")
         ) from None
 
 

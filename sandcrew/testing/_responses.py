@@ -7,7 +7,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sandcrew.testing._script import Turn, text_of
+from sandcrew.agents._chat_format import content_text
+from sandcrew.testing._script import Turn
 
 
 def count_tokens(text: str) -> int:
@@ -22,7 +23,7 @@ def usage_for(turn: Turn, body: Mapping[str, Any]) -> dict[str, int]:
         total = turn.usage.get("total_tokens", prompt + completion)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}
     prompt = sum(
-        count_tokens(text_of(message.get("content")))
+        count_tokens(content_text(message.get("content")))
         for message in body.get("messages") or []
         if isinstance(message, Mapping)
     )

@@ -14,20 +14,16 @@ from pathlib import Path
 
 from sandcrew.sandbox import ExecutionResult, SessionLimits
 from sandcrew.sandbox.live import OutputCallback, tell_at_end
-from sandcrew.testing._session import ScriptedSession
+from sandcrew.testing._session import ScriptedOutcome, ScriptedSession
 
 SCRIPTED_IMAGE = "scripted"
 """The image an :class:`ExecutionResult` of a :class:`ScriptedSandbox` names."""
 
 
 @dataclass(frozen=True)
-class ScriptedRun:
+class ScriptedRun(ScriptedOutcome):
     """What a scripted program "did"."""
 
-    exit_code: int = 0
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
     oom_killed: bool = False
     duration: float = 0.01
 

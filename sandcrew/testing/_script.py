@@ -37,6 +37,8 @@ from pydantic import (
     model_validator,
 )
 
+from sandcrew.agents._chat_format import content_text
+
 
 class ScriptedToolCall(BaseModel):
     """A tool call the scripted model makes; ``arguments`` may be a JSON text or an object.
@@ -108,20 +110,13 @@ class Turn(BaseModel):
     usage: dict[str, int] | None = None
     omit_usage: bool = False
     delay: float = 0.0
-    times: int = 1
+    times: int = Field(default=1, ge=1)
 
     @field_validator("status")
     @classmethod
     def _error_status(cls, value: int | None) -> int | None:
         if value is not None and not 400 <= value <= 599:
             raise ValueError(f"status must be an HTTP error code 400-599 (got {value})")
-        return value
-
-    @field_validator("times")
-    @classmethod
-    def _positive_times(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"times must be >= 1 (got {value})")
         return value
 
     @model_validator(mode="after")
@@ -178,30 +173,21 @@ def tool_choice_form(body: Mapping[str, Any]) -> str:
     return str(choice)
 
 
-def text_of(content: Any) -> str:
-    """The text of a Chat Completions message ``content`` (a string or a list of parts)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-    return ""
-
-
 def system_prompt(body: Mapping[str, Any]) -> str:
     """The first system message's text; without one, the first message's (where a server
     without a system role gets the instructions folded into the first user turn)."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
     for message in messages:
         if message.get("role") in ("system", "developer"):
-            return text_of(message.get("content"))
-    return text_of(messages[0].get("content")) if messages else ""
+            return content_text(message.get("content"))
+    return content_text(messages[0].get("content")) if messages else ""
 
 
 def last_message_text(body: Mapping[str, Any]) -> str:
     messages = body.get("messages") or []
     if not messages or not isinstance(messages[-1], Mapping):
         return ""
-    return text_of(messages[-1].get("content"))
+    return content_text(messages[-1].get("content"))
 
 
 def load_script(source: str | Path | list[Any] | Mapping[str, Any]) -> list[Turn]:

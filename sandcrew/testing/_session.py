@@ -57,13 +57,19 @@ class ScriptedCell:
 
 
 @dataclass(frozen=True)
-class ScriptedCommand:
-    """What a scripted command "did"."""
+class ScriptedOutcome:
+    """What a scripted program or command "did": its exit code, output and timeout."""
 
     exit_code: int = 0
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class ScriptedCommand(ScriptedOutcome):
+    """What a scripted command "did"."""
+
     signal: int | None = None
     """The signal that ended it, if one did."""
 
