@@ -42,7 +42,6 @@ if typing.TYPE_CHECKING:
         RunningCommand as RunningCommand,
         Sandbox as Sandbox,
         SandboxWithSessions as SandboxWithSessions,
-        Session as Session,
         SupportsSessions as SupportsSessions,
     )
     from ._result import (
@@ -55,6 +54,7 @@ if typing.TYPE_CHECKING:
     from ._session import (
         DockerSession as DockerSession,
     )
+    from ._session_base import Session as Session
     from ._session_models import (
         CellError as CellError,
         CellResult as CellResult,
@@ -91,12 +91,12 @@ else:
             "RunningCommand": "._protocol",
             "Sandbox": "._protocol",
             "SandboxWithSessions": "._protocol",
-            "Session": "._protocol",
             "SupportsSessions": "._protocol",
             "ExecutionResult": "._result",
             "Outcome": "._result",
             "DockerSandbox": "._sandbox",
             "DockerSession": "._session",
+            "Session": "._session_base",
             "CellError": "._session_models",
             "CellResult": "._session_models",
             "CommandResult": "._session_models",

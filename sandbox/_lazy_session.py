@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ._errors import SessionClosedError
 from ._live import OutputCallback
-from ._protocol import SandboxWithSessions, Session
+from ._protocol import SandboxWithSessions
+from ._session_base import Session
 from ._session_models import CellResult, SessionLimits
 
 

@@ -1,25 +1,20 @@
 """The sandbox protocols: what front ends (crew, suites, CLI, MCP, frameworks) need.
 
 :class:`Sandbox` runs programs, each in isolation; :class:`SupportsSessions` adds
-sessions (:class:`Session`: a live interpreter kept between cells).
+sessions (:class:`~sandcrew.sandbox.Session`, a live interpreter kept between cells: an
+abstract class, so that what every session shares is written once).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ._live import OutputCallback
 from ._result import ExecutionResult
-from ._session_models import (
-    CellResult,
-    CommandResult,
-    FileEntry,
-    OutputEvent,
-    SessionEvent,
-    SessionLimits,
-)
+from ._session_base import Session
+from ._session_models import CommandResult, OutputEvent, SessionLimits
 
 
 @runtime_checkable
@@ -90,100 +85,6 @@ class RunningCommand(Protocol):
     async def kill(self, number: int = ...) -> None:
         """Send a signal (SIGKILL by default) to every process of the command."""
         ...
-
-
-@runtime_checkable
-class Session(Protocol):
-    """A live interpreter between cells: variables, imports and files persist.
-
-    :class:`~sandcrew.sandbox.DockerSession` is the implementation;
-    :class:`sandcrew.testing.ScriptedSession` the test double. A cell's own
-    failures are data in its :class:`CellResult`; only misuse
-    (:class:`~sandcrew.errors.UserError`) and an ended session
-    (:class:`~sandcrew.sandbox.SessionClosedError`) raise.
-    """
-
-    language: str
-    image: str
-    limits: SessionLimits
-    workdir: str
-    execution_count: int
-
-    @property
-    def closed(self) -> bool: ...
-
-    async def start(self) -> Self:
-        """Start it (an ``async with`` does); it takes cells once this returns."""
-        ...
-
-    async def close(self) -> None:
-        """End it and release what it holds; closing twice is fine."""
-        ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(self, *exc_info: object) -> None: ...
-
-    async def run(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 - the cell's own limit
-        on_output: OutputCallback | None = None,
-        context: str | None = None,
-    ) -> CellResult:
-        """Run one cell (in the named ``context``'s namespace, if any) and say what it did."""
-        ...
-
-    def stream(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,
-        context: str | None = None,
-    ) -> AsyncIterator[SessionEvent]:
-        """Run one cell: its output and display outputs as they come, then its result."""
-        ...
-
-    async def interrupt(self) -> None: ...
-
-    async def restart(self) -> None: ...
-
-    async def reset_context(self, name: str) -> None: ...
-
-    async def drop_context(self, name: str) -> None: ...
-
-    async def put_file(self, name: str, data: bytes | Path) -> None: ...
-
-    async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes: ...
-
-    async def list_files(self, path: str = ".") -> list[FileEntry]: ...
-
-    async def stat_file(self, path: str) -> FileEntry | None: ...
-
-    async def remove_file(self, path: str) -> None: ...
-
-    async def rename_file(self, source: str, target: str) -> None: ...
-
-    async def make_dir(self, path: str) -> bool: ...
-
-    async def start_command(
-        self,
-        command: str,
-        *,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's own limit
-    ) -> RunningCommand: ...
-
-    async def run_command(
-        self,
-        command: str,
-        *,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - the command's own limit
-    ) -> CommandResult: ...
 
 
 @runtime_checkable

@@ -44,7 +44,7 @@ from ._inside.session_channel import clean_count, clean_error
 from ._inside_command import inside_command
 from ._languages import normalize_language
 from ._network_log import NetworkLog
-from ._session_base import SessionBase
+from ._session_base import Session
 from ._session_connection import SessionConnection
 from ._session_models import (
     CellError,
@@ -138,13 +138,12 @@ class CommandHandle:
         self._done.set()
 
 
-class DockerSession(SessionBase):
+class DockerSession(Session):
     """A live interpreter in a hardened container. Made by :meth:`DockerSandbox.session`.
 
     ``async with sandbox.session(language="python") as session:`` starts it;
     leaving the block closes it and removes its container. Cells run one at a
-    time, in the order they are asked for. Implements the
-    :class:`~sandcrew.sandbox.Session` protocol.
+    time, in the order they are asked for. A :class:`~sandcrew.sandbox.Session`.
     """
 
     def __init__(
@@ -327,12 +326,10 @@ class DockerSession(SessionBase):
                 return
 
     async def reset_context(self, name: str) -> None:
-        """The context ``name`` starts afresh at its next cell (its variables are gone)."""
         self._check_context(name)
         self._fresh_contexts.add(name)
 
     async def drop_context(self, name: str) -> None:
-        """Forget the context ``name`` and its variables."""
         self._check_context(name)
         self._fresh_contexts.discard(name)
         self._dropped_contexts.add(name)
@@ -427,13 +424,11 @@ class DockerSession(SessionBase):
         await self._file("put", path, content=content)
 
     async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
-        """The bytes of a file of the work dir (a regular file, reached without links)."""
         limit = self.limits.max_file_bytes if max_bytes is None else max_bytes
         _, body = await self._file("get", self.file_path(name), max_bytes=limit)
         return body
 
     async def list_files(self, path: str = ".") -> list[FileEntry]:
-        """The entries of a folder of the work dir (``"."``: the work dir itself)."""
         answer, _ = await self._file("list", self.file_path(path))
         entries = answer.get("entries")
         if not isinstance(entries, list):
@@ -441,21 +436,17 @@ class DockerSession(SessionBase):
         return [FileEntry.model_validate(entry) for entry in entries]
 
     async def stat_file(self, path: str) -> FileEntry | None:
-        """The entry at ``path`` (a link is described, not followed), or ``None``."""
         answer, _ = await self._file("stat", self.file_path(path))
         entry = answer.get("entry")
         return None if entry is None else FileEntry.model_validate(entry)
 
     async def remove_file(self, path: str) -> None:
-        """Remove a file, a link, or a folder with everything in it."""
         await self._file("remove", self.file_path(path))
 
     async def rename_file(self, source: str, target: str) -> None:
-        """Move ``source`` to ``target`` (missing folders of the target are made)."""
         await self._file("rename", self.file_path(source), target=self.file_path(target))
 
     async def make_dir(self, path: str) -> bool:
-        """Make a folder (and its missing parents); False when it existed."""
         answer, _ = await self._file("mkdir", self.file_path(path))
         return answer.get("made") is True
 

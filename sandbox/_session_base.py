@@ -1,7 +1,7 @@
-"""What every session (and the pool that hands them out) derives from the rest.
+"""What a session is: :class:`Session`, the one definition every session derives from.
 
 ``async with`` awaits ``start()`` (the block gets what it returns) and ``close()`` at
-the end; a session's :meth:`~SessionBase.run` is its :meth:`~SessionBase.stream` with the
+the end; a session's :meth:`~Session.run` is its :meth:`~Session.stream` with the
 output handed to a callback. :class:`~sandcrew.sandbox.DockerSession` and
 :class:`sandcrew.testing.ScriptedSession` inherit them, so the two cannot drift apart.
 """
@@ -12,13 +12,23 @@ import abc
 import inspect
 import posixpath
 from collections.abc import AsyncIterator
-from typing import Self
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
 
 from ..core import UserError
 from ._files import checked_path
 from ._live import OutputCallback
-from ._protocol import RunningCommand
-from ._session_models import CellResult, CommandResult, OutputEvent, SessionEvent
+from ._session_models import (
+    CellResult,
+    CommandResult,
+    FileEntry,
+    OutputEvent,
+    SessionEvent,
+    SessionLimits,
+)
+
+if TYPE_CHECKING:
+    from ._protocol import RunningCommand
 
 CONTEXT_LANGUAGES = ("python",)
 """Languages whose sessions hold named contexts (fresh namespaces of one interpreter)."""
@@ -42,12 +52,28 @@ class ClosedAtExit(abc.ABC):
         await self.close()
 
 
-class SessionBase(ClosedAtExit):
-    """A session's cells and paths: :meth:`stream` is each implementation's own; :meth:`run`
-    and :meth:`file_path` are shared."""
+class Session(ClosedAtExit):
+    """A live interpreter between cells: variables, imports and files persist.
+
+    :class:`~sandcrew.sandbox.DockerSession` is the implementation;
+    :class:`sandcrew.testing.ScriptedSession` the test double. A cell's own
+    failures are data in its :class:`CellResult`; only misuse
+    (:class:`~sandcrew.errors.UserError`) and an ended session
+    (:class:`~sandcrew.sandbox.SessionClosedError`) raise. :meth:`stream` and the
+    requests are each implementation's own; :meth:`run`, :meth:`run_command` and
+    :meth:`file_path` are shared.
+    """
 
     language: str
+    image: str
+    limits: SessionLimits
     workdir: str
+    execution_count: int
+
+    @property
+    @abc.abstractmethod
+    def closed(self) -> bool:
+        """Whether it has ended (closed, an idle or lifetime limit, a lost container)."""
 
     @abc.abstractmethod
     def stream(
@@ -58,6 +84,50 @@ class SessionBase(ClosedAtExit):
         context: str | None = None,
     ) -> AsyncIterator[SessionEvent]:
         """Run one cell: its output and display outputs as they come, then its result."""
+
+    @abc.abstractmethod
+    async def interrupt(self) -> None:
+        """Interrupt the running cell (``KeyboardInterrupt`` in it; the state is kept)."""
+
+    @abc.abstractmethod
+    async def restart(self) -> None:
+        """Replace the interpreter by a fresh one (files stay; variables go)."""
+
+    @abc.abstractmethod
+    async def reset_context(self, name: str) -> None:
+        """The context ``name`` starts afresh at its next cell (its variables are gone)."""
+
+    @abc.abstractmethod
+    async def drop_context(self, name: str) -> None:
+        """Forget the context ``name`` and its variables."""
+
+    @abc.abstractmethod
+    async def put_file(self, name: str, data: bytes | Path) -> None:
+        """Write a file into the work dir (a host folder: every file in it, under ``name``)."""
+
+    @abc.abstractmethod
+    async def get_file(self, name: str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of a file of the work dir (a regular file, reached without links)."""
+
+    @abc.abstractmethod
+    async def list_files(self, path: str = ".") -> list[FileEntry]:
+        """The entries of a folder of the work dir (``"."``: the work dir itself)."""
+
+    @abc.abstractmethod
+    async def stat_file(self, path: str) -> FileEntry | None:
+        """The entry at ``path`` (a link is described, not followed), or ``None``."""
+
+    @abc.abstractmethod
+    async def remove_file(self, path: str) -> None:
+        """Remove a file, a link, or a folder with everything in it."""
+
+    @abc.abstractmethod
+    async def rename_file(self, source: str, target: str) -> None:
+        """Move ``source`` to ``target`` (missing folders of the target are made)."""
+
+    @abc.abstractmethod
+    async def make_dir(self, path: str) -> bool:
+        """Make a folder (and its missing parents); False when it existed."""
 
     @abc.abstractmethod
     async def start_command(

@@ -1,4 +1,4 @@
-"""A test double of the :class:`~sandcrew.sandbox.Session` protocol: scripted cells, no Docker.
+"""A test double of a :class:`~sandcrew.sandbox.Session`: scripted cells, no Docker.
 
 For tests of front ends built on sessions (a REPL, a tool server, an executor): each
 cell is answered by the next :class:`ScriptedCell` of a script (or, with a mapping, by
@@ -29,12 +29,12 @@ from sandcrew.sandbox import (
     DisplayOutput,
     FileEntry,
     OutputEvent,
+    Session,
     SessionClosedError,
     SessionEvent,
     SessionLimits,
 )
 from sandcrew.sandbox._files import files_below, read_input_file
-from sandcrew.sandbox._session_base import SessionBase
 
 SCRIPTED_SESSION_IMAGE = "scripted"
 
@@ -114,7 +114,7 @@ class _ScriptedRunningCommand:
 
 
 @dataclass(eq=False)
-class ScriptedSession(SessionBase):
+class ScriptedSession(Session):
     """A :class:`~sandcrew.sandbox.Session` answering each cell from a script.
 
     ``cells`` is either a sequence (each cell gets the next entry, in order) or a mapping
