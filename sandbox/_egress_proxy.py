@@ -94,14 +94,9 @@ class EgressNetwork(Protocol):
 
     async def resolve(self, host: str, port: int) -> list[IPAddress]: ...
 
-    async def dial(
-        self,
-        address: IPAddress,
-        port: int,
-        *,
-        tls: ssl.SSLContext | None = None,
-        server_hostname: str | None = None,
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
+    def endpoint(self, address: IPAddress, port: int) -> tuple[str, int]:
+        """Where to connect for ``address`` port ``port`` (the proxy dials and adds TLS)."""
+        ...
 
     def upstream_tls(self) -> ssl.SSLContext:
         """The context that verifies upstream certificates of intercepted hosts."""
@@ -125,17 +120,8 @@ class SystemNetwork:
                 addresses.append(address)
         return addresses
 
-    async def dial(
-        self,
-        address: IPAddress,
-        port: int,
-        *,
-        tls: ssl.SSLContext | None = None,
-        server_hostname: str | None = None,
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection(
-            str(address), port, ssl=tls, server_hostname=server_hostname if tls else None
-        )
+    def endpoint(self, address: IPAddress, port: int) -> tuple[str, int]:
+        return str(address), port
 
     def upstream_tls(self) -> ssl.SSLContext:
         return ssl.create_default_context()
@@ -459,8 +445,11 @@ class _Connection:
         server_hostname: str | None = None,
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
+            host, route_port = self.channel._network.endpoint(address, port)
             return await asyncio.wait_for(
-                self.channel._network.dial(address, port, tls=tls, server_hostname=server_hostname),
+                asyncio.open_connection(
+                    host, route_port, ssl=tls, server_hostname=server_hostname if tls else None
+                ),
                 CONNECT_SECONDS,
             )
         except ssl.SSLCertVerificationError as error:

@@ -9,7 +9,6 @@ leaves the machine, and the lookups and dials are recorded for the test to check
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import ssl
 import threading
@@ -55,22 +54,13 @@ class LoopbackNetwork:
             raise OSError(f"{host} is not a host of the test network")
         return [self._hosts[host]]
 
-    async def dial(
-        self,
-        address: IPAddress,
-        port: int,
-        *,
-        tls: ssl.SSLContext | None = None,
-        server_hostname: str | None = None,
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    def endpoint(self, address: IPAddress, port: int) -> tuple[str, int]:
         with self._lock:
             self.dials.append((str(address), port))
         target = self._routes.get((address, port))
         if target is None:
             raise ConnectionRefusedError(f"no route to {address} port {port} in the test network")
-        return await asyncio.open_connection(
-            "127.0.0.1", target, ssl=tls, server_hostname=server_hostname if tls else None
-        )
+        return "127.0.0.1", target
 
     def upstream_tls(self) -> ssl.SSLContext:
         if self._trusted_pem is None:
