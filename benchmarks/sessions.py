@@ -167,7 +167,7 @@ async def main(argv: list[str]) -> None:
 
         with console.status("starts from a warm pool"):
             takes = []
-            async with SessionPool(sandbox, size=1, limits=limits) as pool:
+            async with SessionPool(lambda: sandbox.session(limits=limits), size=1) as pool:
                 for _ in range(arguments.starts):
                     while pool.waiting == 0:  # noqa: ASYNC110 - waits for the refill
                         await asyncio.sleep(0.1)

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from ._egress_proxy import EgressChannel, EgressNetwork
     from ._session import DockerSession
     from ._session_models import SessionLimits
-    from ._session_sync import SyncSession
 
 # A pooled container that ended before it read its program is replaced by
 # another; after this many, the run launches a container of its own.
@@ -137,23 +136,12 @@ class DockerSandbox(ClosedInThread):
         """A live interpreter in a hardened container; ``async with`` starts and removes it.
 
         ``image`` defaults to the language's image of the config (e.g.
-        ``sandcrew/python-data`` for pandas and matplotlib). See :class:`DockerSession`.
+        ``sandcrew/python-data`` for pandas and matplotlib). See :class:`DockerSession`;
+        ``SyncSession(sandbox.session())`` is its blocking twin.
         """
         from ._session import DockerSession
 
         return DockerSession(self, language, image=image, limits=limits)
-
-    def session_sync(
-        self,
-        language: str = "python",
-        *,
-        image: str | None = None,
-        limits: SessionLimits | None = None,
-    ) -> SyncSession:
-        """The blocking twin of :meth:`session`: ``with sandbox.session_sync() as session:``."""
-        from ._session_sync import SyncSession
-
-        return SyncSession(self.session(language, image=image, limits=limits))
 
     async def image_packages(self, language: str = "python") -> tuple[str, ...] | None:
         """The Python packages the language's image adds to the standard library.

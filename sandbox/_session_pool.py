@@ -11,43 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Self
+from collections.abc import Callable
+from typing import Self
 
 from ..core import UserError
 from ._errors import SandboxError
-from ._session import DockerSession
-from ._session_base import ClosedAtExit
-from ._session_models import SessionLimits
-
-if TYPE_CHECKING:
-    from ._sandbox import DockerSandbox
+from ._session_base import ClosedAtExit, Session
 
 
 class SessionPool(ClosedAtExit):
-    """``size`` started sessions of one language, image and limits, ready to be taken.
+    """``size`` started sessions from ``new_session`` (one language, image and limits),
+    ready to be taken.
 
-    ``async with SessionPool(sandbox, size=2) as pool: session = await pool.take()``;
-    the taken session is the caller's to close. Leaving the block closes the
-    sessions still waiting.
+    ``async with SessionPool(sandbox.session, size=2) as pool: session = await pool.take()``
+    (``lambda: sandbox.session(limits=...)`` for other limits); the taken session is the
+    caller's to close. Leaving the block closes the sessions still waiting.
     """
 
-    def __init__(
-        self,
-        sandbox: DockerSandbox,
-        language: str = "python",
-        *,
-        image: str | None = None,
-        limits: SessionLimits | None = None,
-        size: int = 1,
-    ) -> None:
+    def __init__(self, new_session: Callable[[], Session], *, size: int = 1) -> None:
         if size < 1:
             raise UserError(f"a session pool holds at least one session (got size={size})")
-        self._sandbox = sandbox
-        self._language = language
-        self._image = image
-        self._limits = limits
+        self._new = new_session
         self.size = size
-        self._ready: asyncio.Queue[DockerSession] = asyncio.Queue()
+        self._ready: asyncio.Queue[Session] = asyncio.Queue()
         self._starting: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -55,9 +41,6 @@ class SessionPool(ClosedAtExit):
     def waiting(self) -> int:
         """Started sessions waiting to be taken."""
         return self._ready.qsize()
-
-    def _new(self) -> DockerSession:
-        return self._sandbox.session(self._language, image=self._image, limits=self._limits)
 
     def _refill(self) -> None:
         if self._closed:
@@ -82,7 +65,7 @@ class SessionPool(ClosedAtExit):
         await asyncio.gather(*(self._start_one() for _ in range(self.size)))
         return self
 
-    async def take(self) -> DockerSession:
+    async def take(self) -> Session:
         """A started session: a waiting one at once, or a new one if none is ready."""
         if self._closed:
             raise UserError("the session pool is closed")

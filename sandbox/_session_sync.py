@@ -10,19 +10,19 @@ from typing import Any, Self
 
 from ..core import UserError
 from ._errors import SandboxError
-from ._session import DockerSession
+from ._session_base import Session
 from ._session_models import CellResult, CommandResult, FileEntry, OutputEvent
 
 
 class SyncSession:
-    """The blocking twin of :class:`DockerSession`, for code without an event loop.
+    """The blocking twin of a session, for code without an event loop.
 
-    Made by :meth:`DockerSandbox.session_sync`; use it as ``with ... as session:``.
+    ``with SyncSession(sandbox.session()) as session: session.run(...)``.
     Every call runs on one private event loop; Ctrl-C during :meth:`run`
     interrupts the cell (its state is kept) and raises ``KeyboardInterrupt``.
     """
 
-    def __init__(self, session: DockerSession) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         self._runner: asyncio.Runner | None = None
 
@@ -106,10 +106,7 @@ class SyncSession:
 
     def close(self) -> None:
         try:
-            if self._runner is not None:
-                self._runner.run(self.session.close())
-            else:
-                self.session._close_blocking()
+            self._call(self.session.close())
         finally:
             if self._runner is not None:
                 self._runner.close()

@@ -20,6 +20,7 @@ from sandcrew.sandbox import (
     SessionClosedError,
     SessionLimits,
     SessionPool,
+    SyncSession,
 )
 from tests.sandbox.helpers import our_containers
 
@@ -332,7 +333,7 @@ async def test_two_sessions_do_not_share_state(sandbox: DockerSandbox) -> None:
 def test_the_sync_twin_keeps_state(docker_client: docker.DockerClient) -> None:
     with (
         DockerSandbox(docker_client=docker_client) as sandbox,
-        sandbox.session_sync(limits=LIMITS) as session,
+        SyncSession(sandbox.session(limits=LIMITS)) as session,
     ):
         session.run("x = 2")
         result = session.run("print(x * 21)")
@@ -346,7 +347,7 @@ def test_the_sync_twin_keeps_state(docker_client: docker.DockerClient) -> None:
 async def test_a_pool_hands_out_started_sessions_and_starts_new_ones(
     sandbox: DockerSandbox, docker_client: docker.DockerClient
 ) -> None:
-    async with SessionPool(sandbox, size=1, limits=LIMITS) as pool:
+    async with SessionPool(lambda: sandbox.session(limits=LIMITS), size=1) as pool:
         waiting = our_containers(docker_client)
         first = await pool.take()
         second = await pool.take()
