@@ -33,6 +33,7 @@ from sandcrew.suites._executors import (
     ConfirmingCallback,
     Executor,
     Job,
+    JobRun,
     LocalExecutor,
     execute_jobs,
 )
@@ -308,15 +309,8 @@ async def evaluate_samples(
         if on_result is not None:
             on_result(result)
 
-    await execute_jobs(
-        chosen,
-        jobs,
-        concurrency=concurrency,
-        sandbox_config=config,
-        on_result=record,
-        confirm_timeouts=confirm_timeouts,
-        on_confirming=on_confirming,
-    )
+    run = JobRun(jobs, config, record, concurrency=concurrency)
+    await execute_jobs(chosen, run, confirm_timeouts=confirm_timeouts, on_confirming=on_confirming)
     duration = time.monotonic() - started
     finished = [result for result in results if result is not None]
     if len(finished) != len(jobs):
@@ -376,12 +370,8 @@ async def _with_relative_limits(
 
     if unmeasured:
         # The first job only warms the sandbox up (a batch starts its container then).
-        await executor.execute(
-            [Job(task, CanonicalSolver()) for task in (unmeasured[0], *unmeasured)],
-            concurrency=1,
-            sandbox_config=sandbox_config,
-            on_result=timed,
-        )
+        jobs = [Job(task, CanonicalSolver()) for task in (unmeasured[0], *unmeasured)]
+        await executor.execute(JobRun(jobs, sandbox_config, timed, concurrency=1))
     return {
         task_id: task.model_copy(update={"timeout": relative.limit(reference[task_id])})
         if task_id in reference

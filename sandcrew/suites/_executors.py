@@ -13,6 +13,7 @@ in chunks over a Ray cluster, each node on its own engine.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import os
 import time
@@ -65,6 +66,10 @@ class Isolation(enum.StrEnum):
     def factory(self) -> SandboxFactory:
         return batch_container if self is Isolation.BATCH else container_per_run
 
+    def executor_name(self, place: str) -> str:
+        """How reports name an executor at ``place`` with this isolation."""
+        return place if self is Isolation.TASK else f"{place}, batch container"
+
 
 @dataclass(frozen=True)
 class Job:
@@ -78,6 +83,19 @@ JobCallback = Callable[[int, TaskResult], None]
 """Called with the index of a job in the sequence handed over and its result."""
 
 
+@dataclass(frozen=True)
+class JobRun:
+    """Jobs handed to an executor, and how to run them."""
+
+    jobs: Sequence[Job]
+    sandbox_config: SandboxConfig
+    on_result: JobCallback
+    """Called once for each job, as soon as its result is known."""
+    concurrency: int | None = None
+    """At most this many at once (``None``: the executor's own choice; ``1``: strictly one
+    after the other, nothing queued)."""
+
+
 class Executor(Protocol):
     """Runs jobs somewhere and reports each result as soon as it is known."""
 
@@ -86,17 +104,8 @@ class Executor(Protocol):
         """Shown in reports, e.g. ``local, batch container``."""
         ...
 
-    async def execute(
-        self,
-        jobs: Sequence[Job],
-        *,
-        concurrency: int | None,
-        sandbox_config: SandboxConfig,
-        on_result: JobCallback,
-    ) -> None:
-        """Run every job, at most ``concurrency`` at once (``None``: the executor's own
-        choice; ``1``: strictly one after the other, nothing queued), calling
-        ``on_result`` once for each.
+    async def execute(self, run: JobRun) -> None:
+        """Run every job of ``run``, calling its ``on_result`` once for each.
 
         A job whose harness breaks gets an ``error`` result; a failure that would be
         the same for every job (bad settings, no Docker, no image) propagates.
@@ -134,22 +143,16 @@ class LocalExecutor:
 
     @property
     def name(self) -> str:
-        return "local" if self.isolation is Isolation.TASK else "local, batch container"
+        return self.isolation.executor_name("local")
 
-    async def execute(
-        self,
-        jobs: Sequence[Job],
-        *,
-        concurrency: int | None,
-        sandbox_config: SandboxConfig,
-        on_result: JobCallback,
-    ) -> None:
-        slots = min(check_concurrency(concurrency) or default_concurrency(), max(1, len(jobs)))
-        sandbox = self.sandbox_factory(sandbox_config, slots=slots)
+    async def execute(self, run: JobRun) -> None:
+        concurrency = check_concurrency(run.concurrency)
+        slots = min(concurrency or default_concurrency(), max(1, len(run.jobs)))
+        sandbox = self.sandbox_factory(run.sandbox_config, slots=slots)
         try:
             await sandbox.start()
             workers = 1 if concurrency == 1 else runs_at_once(sandbox, slots)
-            await run_jobs(sandbox, list(enumerate(jobs)), workers, on_result)
+            await run_jobs(sandbox, list(enumerate(run.jobs)), workers, run.on_result)
         finally:
             await sandbox.aclose()
 
@@ -223,15 +226,12 @@ ConfirmingCallback = Callable[[Confirmations], None]
 
 async def execute_jobs(
     executor: Executor,
-    jobs: Sequence[Job],
+    run: JobRun,
     *,
-    concurrency: int | None,
-    sandbox_config: SandboxConfig,
-    on_result: JobCallback,
     confirm_timeouts: bool,
     on_confirming: ConfirmingCallback | None = None,
 ) -> None:
-    """Run ``jobs`` on ``executor``; with ``confirm_timeouts``, a job that timed out runs once
+    """Run ``run`` on ``executor``; with ``confirm_timeouts``, a job that timed out runs once
     more alone before it counts.
 
     A loaded machine turns slow-but-correct programs into timeouts. Each timed-out
@@ -241,9 +241,7 @@ async def execute_jobs(
     (and how long they may take) before they start.
     """
     if not confirm_timeouts:
-        await executor.execute(
-            jobs, concurrency=concurrency, sandbox_config=sandbox_config, on_result=on_result
-        )
+        await executor.execute(run)
         return
     timed_out: list[int] = []
     first: dict[int, TaskResult] = {}
@@ -253,22 +251,20 @@ async def execute_jobs(
             timed_out.append(index)
             first[index] = result
         else:
-            on_result(index, result)
+            run.on_result(index, result)
 
-    await executor.execute(
-        jobs, concurrency=concurrency, sandbox_config=sandbox_config, on_result=hold_timeouts
-    )
+    await executor.execute(dataclasses.replace(run, on_result=hold_timeouts))
     if not timed_out:
         return
     timed_out.sort()
     if on_confirming is not None:
-        limits = (jobs[index].task.timeout or sandbox_config.timeout for index in timed_out)
+        limits = (run.jobs[index].task.timeout or run.sandbox_config.timeout for index in timed_out)
         on_confirming(Confirmations(count=len(timed_out), seconds=sum(limits)))
 
     def confirm(position: int, result: TaskResult) -> None:
         index = timed_out[position]
         note = f"{first[index].detail} with others running; run again alone"
-        on_result(
+        run.on_result(
             index,
             result.model_copy(
                 update={
@@ -280,12 +276,8 @@ async def execute_jobs(
             ),
         )
 
-    await executor.execute(
-        [jobs[index] for index in timed_out],
-        concurrency=1,
-        sandbox_config=sandbox_config,
-        on_result=confirm,
-    )
+    again = [run.jobs[index] for index in timed_out]
+    await executor.execute(dataclasses.replace(run, jobs=again, concurrency=1, on_result=confirm))
 
 
 def _harness_error(error: Exception) -> TaskOutcome:

@@ -24,7 +24,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,7 @@ from sandcrew.suites._errors import SuiteError
 from sandcrew.suites._executors import (
     Isolation,
     Job,
-    JobCallback,
+    JobRun,
     SandboxFactory,
     check_concurrency,
     first_leaf,
@@ -119,33 +119,25 @@ class RayExecutor:
 
     @property
     def name(self) -> str:
-        return "ray" if self.isolation is Isolation.TASK else "ray, batch container"
+        return self.isolation.executor_name("ray")
 
-    async def execute(
-        self,
-        jobs: Sequence[Job],
-        *,
-        concurrency: int | None,
-        sandbox_config: SandboxConfig,
-        on_result: JobCallback,
-    ) -> None:
-        check_concurrency(concurrency)
-        if not jobs:
+    async def execute(self, run: JobRun) -> None:
+        concurrency = check_concurrency(run.concurrency)
+        if not run.jobs:
             return
         ray = _import_ray()
         started_here = await asyncio.to_thread(self._connect, ray)
         try:
             at_once = concurrency or _cluster_cpus(ray)
-            size = self.chunk_size or chunk_size_for(len(jobs), at_once)
+            size = self.chunk_size or chunk_size_for(len(run.jobs), at_once)
             remote = ray.remote(run_chunk).options(
                 num_cpus=_SLOTS_PER_CHUNK,
                 max_retries=0,  # retried here: only the jobs that did not report
                 num_returns="streaming",
                 scheduling_strategy="SPREAD",
             )
-            run = _ChunkedRun(ray, remote, jobs, self.sandbox_factory, sandbox_config, on_result)
-            run.one_at_a_time = concurrency == 1
-            await run.run(size, at_once)
+            chunked = _ChunkedRun(ray, remote, run, self.sandbox_factory)
+            await chunked.run(size, at_once)
         finally:
             if started_here:
                 # Stopping a local Ray takes seconds: keep the event loop (and Ctrl-C) responsive.
@@ -213,26 +205,18 @@ def chunk_size_for(jobs: int, chunks_at_once: int) -> int:
 class _ChunkedRun:
     """The driver's side of one run: chunks in flight, what was reported, what to send again."""
 
-    def __init__(
-        self,
-        ray: Any,
-        remote: Any,
-        jobs: Sequence[Job],
-        factory: SandboxFactory,
-        config: SandboxConfig,
-        on_result: JobCallback,
-    ) -> None:
+    def __init__(self, ray: Any, remote: Any, run: JobRun, factory: SandboxFactory) -> None:
         self.ray = ray
         self.remote = remote
-        self.jobs = jobs
+        self.jobs = run.jobs
         self.factory = factory
-        self.config = config
-        self.on_result = on_result
+        self.config = run.sandbox_config
+        self.on_result = run.on_result
         self.reported: set[int] = set()
         self.sent: dict[int, int] = {}
         self.notes: dict[int, list[str]] = {}
         self.lost_errors = _lost_worker_errors(ray)
-        self.one_at_a_time = False
+        self.one_at_a_time = run.concurrency == 1
         """Nothing queued in a chunk's sandbox either (``concurrency=1``)."""
         self._group: asyncio.TaskGroup | None = None
         self._slots: asyncio.Semaphore | None = None

@@ -17,6 +17,7 @@ from sandcrew.suites._executors import (
     ConfirmingCallback,
     Executor,
     Job,
+    JobRun,
     LocalExecutor,
     check_concurrency,
     execute_jobs,
@@ -110,13 +111,6 @@ async def run_suite(
 
     jobs = [Job(task, solver) for task in suite.tasks]
     config = sandbox_config or SandboxConfig()
-    await execute_jobs(
-        chosen,
-        jobs,
-        concurrency=concurrency,
-        sandbox_config=config,
-        on_result=record,
-        confirm_timeouts=confirm_timeouts,
-        on_confirming=on_confirming,
-    )
+    run = JobRun(jobs, config, record, concurrency=concurrency)
+    await execute_jobs(chosen, run, confirm_timeouts=confirm_timeouts, on_confirming=on_confirming)
     return collected.report()

@@ -17,6 +17,7 @@ from sandcrew.suites import (
     CompletionsSolver,
     Isolation,
     Job,
+    JobRun,
     LocalExecutor,
     TaskResult,
     TaskStatus,
@@ -76,10 +77,7 @@ async def test_cheating_completions_do_not_pass_and_do_not_touch_the_others() ->
     ]
     outcomes: dict[int, TaskResult] = {}
     await LocalExecutor("batch").execute(
-        jobs,
-        concurrency=2,
-        sandbox_config=SandboxConfig(timeout=5.0),
-        on_result=outcomes.__setitem__,
+        JobRun(jobs, SandboxConfig(timeout=5.0), outcomes.__setitem__, concurrency=2)
     )
     statuses = [outcomes[index].status for index in range(len(jobs))]
     assert statuses == [TaskStatus.FAIL] * 3 + [TaskStatus.PASS] * 3, outcomes

