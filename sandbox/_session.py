@@ -325,14 +325,13 @@ class DockerSession(Session):
             if isinstance(event, CellResult):
                 return
 
-    async def reset_context(self, name: str) -> None:
-        self._check_context(name)
-        self._fresh_contexts.add(name)
-
-    async def drop_context(self, name: str) -> None:
-        self._check_context(name)
-        self._fresh_contexts.discard(name)
-        self._dropped_contexts.add(name)
+    async def _forget_context(self, name: str, *, drop: bool) -> None:
+        # Both are sent with the next cell.
+        if drop:
+            self._fresh_contexts.discard(name)
+            self._dropped_contexts.add(name)
+        else:
+            self._fresh_contexts.add(name)
 
     async def _begin(self, code: str, time_limit: float | None, context: str | None) -> _Cell:
         if not code.strip():

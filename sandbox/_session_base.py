@@ -93,13 +93,19 @@ class Session(ClosedAtExit):
     async def restart(self) -> None:
         """Replace the interpreter by a fresh one (files stay; variables go)."""
 
-    @abc.abstractmethod
     async def reset_context(self, name: str) -> None:
         """The context ``name`` starts afresh at its next cell (its variables are gone)."""
+        self._check_context(name)
+        await self._forget_context(name, drop=False)
 
-    @abc.abstractmethod
     async def drop_context(self, name: str) -> None:
         """Forget the context ``name`` and its variables."""
+        self._check_context(name)
+        await self._forget_context(name, drop=True)
+
+    @abc.abstractmethod
+    async def _forget_context(self, name: str, *, drop: bool) -> None:
+        """Forget a checked context's variables (``drop``: the context itself too)."""
 
     @abc.abstractmethod
     async def put_file(self, name: str, data: bytes | Path) -> None:

@@ -245,13 +245,8 @@ class ScriptedSession(Session):
         self.restarts += 1
         self.execution_count = 0
 
-    async def reset_context(self, name: str) -> None:
-        self._check_context(name)
-        self.reset_contexts.append(name)
-
-    async def drop_context(self, name: str) -> None:
-        self._check_context(name)
-        self.dropped_contexts.append(name)
+    async def _forget_context(self, name: str, *, drop: bool) -> None:
+        (self.dropped_contexts if drop else self.reset_contexts).append(name)
 
     # -- files ------------------------------------------------------------------------------
 
