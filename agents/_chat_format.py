@@ -13,7 +13,7 @@ import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ._messages import (
     AggregateMessage,
@@ -113,10 +113,6 @@ class ChatForm(enum.StrEnum):
     consecutive messages of one role merged, each prefixed with its sender (``reviewer: …``)."""
     ALTERNATING_NO_SYSTEM = "alternating-no-system"
     """The alternating form with the system message folded into the first user turn."""
-
-
-ChatFormSetting = Literal["auto", "open", "alternating", "alternating-no-system"]
-"""The ``chat_form`` setting: ``auto`` finds the form an endpoint needs; the others force one."""
 
 
 @dataclass

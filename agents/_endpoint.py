@@ -7,7 +7,7 @@ policy is decided here once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -17,7 +17,6 @@ from pydantic import (
 
 from ..core import ConfigurationError
 from ..core._settings_model import SettingsModel
-from ._chat_format import ChatFormSetting
 
 if TYPE_CHECKING:
     import openai
@@ -30,6 +29,10 @@ MAX_REQUEST_TIMEOUT = 3600.0
 """Seconds one model request may take at most (a slow local model on a CPU stays below)."""
 MAX_RETRIES = 10
 """Retries per request at most; the client backs off exponentially, so more only hides an outage."""
+
+
+ChatFormSetting = Literal["auto", "open", "alternating", "alternating-no-system"]
+"""The ``chat_form`` setting: ``auto`` finds the form an endpoint needs; the others force one."""
 
 
 class ModelEndpoint(SettingsModel):
