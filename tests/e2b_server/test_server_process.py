@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 import pytest
+from e2b import RateLimitException
 from e2b_code_interpreter import Sandbox
 
 from tests.e2b_server.helpers import e2b_server
@@ -27,6 +28,22 @@ def test_sigterm_kills_every_sandbox_and_exits_130(monkeypatch: pytest.MonkeyPat
         assert server.process.wait(timeout=60) == 130
         assert wait_until_gone(server.process.pid) == []
         del handle
+
+
+def test_past_its_limit_a_create_is_refused_until_a_kill_makes_room_and_ctrl_c_cleans_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with e2b_server("--max-sandboxes", "1") as server:
+        server.point_sdk_here(monkeypatch)
+        first = Sandbox.create()
+        with pytest.raises(RateLimitException, match=r"its limit \(e2b\.max_sandboxes\)"):
+            Sandbox.create()
+        first.kill()
+        second = Sandbox.create()
+        assert second.run_code("21 * 2").text == "42"
+        server.process.send_signal(signal.SIGINT)
+        assert server.process.wait(timeout=60) == 130
+        assert wait_until_gone(server.process.pid) == []
 
 
 def test_beyond_loopback_a_key_of_ones_own_is_needed() -> None:
