@@ -1,10 +1,11 @@
 """A network for the egress proxy in tests: names and routes that all end on loopback.
 
-The proxy asks it to resolve names and to dial addresses. Names resolve to the addresses
-the test chose (public-looking documentation addresses, the metadata address, ...), so
-the proxy's range checks see them as they would in the world; dialling an address goes
-to the loopback server the test routed it to, and anything else is refused. Nothing
-leaves the machine, and the lookups and dials are recorded for the test to check.
+The proxy asks it to resolve names and where to connect for an address it is about to
+dial. Names resolve to the addresses the test chose (public-looking documentation
+addresses, the metadata address, ...), so the proxy's range checks see them as they would
+in the world; an address is connected to the loopback server the test routed it to, and
+anything else is refused. Nothing leaves the machine, and the lookups and the addresses
+dialled are recorded for the test to check.
 """
 
 from __future__ import annotations
