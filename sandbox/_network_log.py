@@ -57,7 +57,7 @@ class NetworkLog(BaseModel):
             return []
         ordered = sorted(self.events, key=lambda event: event.decision != "denied")
         lines = ["[network]"] + [event.describe() for event in ordered[:limit]]
-        left = len(ordered) - limit + self.dropped
+        left = max(len(ordered) - limit, 0) + self.dropped
         if left > 0:
             lines.append(f"[{left} more requests not shown]")
         return lines

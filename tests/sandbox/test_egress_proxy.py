@@ -132,6 +132,23 @@ def test_a_denied_host_is_never_resolved_nor_dialled(test_authority: Certificate
     assert all("not on the allow-list" in event.reason for event in log.events)
 
 
+def test_past_its_event_cap_a_run_s_log_counts_what_it_dropped(
+    test_authority: CertificateAuthority,
+) -> None:
+    policy = EgressPolicy(allow=("allowed.test",), max_events=2)
+    with (
+        world(test_authority) as (_allowed, _other, _wire, network),
+        through_proxy(policy, network) as (channel, proxy),
+    ):
+        with client_trusting(test_authority.certificate_pem, proxy) as client:
+            statuses = [client.get("http://denied.test/").status_code for _ in range(5)]
+        log = channel.close()
+    assert statuses == [403] * 5  # every request is decided; only its record is capped
+    assert len(log.events) == 2
+    assert log.dropped == 3
+    assert "3 more" in "\n".join(log.runner_lines())
+
+
 def test_an_allowed_name_that_resolves_to_the_metadata_address_is_refused(
     test_authority: CertificateAuthority,
 ) -> None:
