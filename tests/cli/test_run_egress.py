@@ -1,5 +1,6 @@
-"""`sandcrew run --allow-host/--secret-header` as a real process: the hosts are servers this
-test starts on the machine's loopback, named `localhost` (the entry that allows it)."""
+"""`sandcrew run` and `sandcrew repl` with `--allow-host`/`--secret-header`, as real
+processes: the hosts are servers this test starts on the machine's loopback, named
+`localhost` (the entry that allows it)."""
 
 from __future__ import annotations
 
@@ -123,3 +124,19 @@ def test_an_unset_secret_variable_is_named() -> None:
     )
     assert finished.returncode == 125
     assert "CLI_UNSET_TOKEN is not set" in finished.stderr
+
+
+def test_a_repl_session_reaches_the_named_host_and_nothing_else() -> None:
+    with upstream_server("localhost") as local:
+        cells = (
+            _FETCH.strip()
+            + "\n\n"
+            + f"print(fetch('http://localhost:{local.port}/hi')[0], "
+            + "fetch('http://denied.example/')[0])\n"
+        )
+        finished = run_cli(
+            "repl", "--allow-host", f"localhost:{local.port}", stdin=cells, timeout=120
+        )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == "200 403\n"
+    assert [request.path for request in local.requests] == ["/hi"]
