@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import docker
 import docker.errors
 
-from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
+from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox.images import DEFAULT_IMAGES
 
 SANDBOX_IMAGE = DEFAULT_IMAGES["python"]
@@ -26,6 +26,18 @@ def our_containers(client: docker.DockerClient, *, owner_pid: int | None = None)
         all=True, filters={"label": [PRODUCT_FILTER, f"{OWNER_PID_LABEL}={pid}"]}
     )
     return [str(container["Id"]) for container in found]
+
+
+def waiting_members(client: docker.DockerClient, *, owner_pid: int | None = None) -> dict[str, str]:
+    """Run id → container id of the running pooled containers of this process (or ``owner_pid``)."""
+    pid = os.getpid() if owner_pid is None else owner_pid
+    found = client.api.containers(
+        filters={
+            "label": [PRODUCT_FILTER, f"{OWNER_PID_LABEL}={pid}", f"{POOLED_LABEL}=true"],
+            "status": "running",
+        }
+    )
+    return {container["Labels"][RUN_ID_LABEL]: str(container["Id"]) for container in found}
 
 
 def container_exists(client: docker.DockerClient, container_id: str) -> bool:

@@ -28,7 +28,7 @@ from sandcrew.sandbox._egress_proxy import egress_proxy
 from sandcrew.sandbox._egress_tls import CertificateAuthority
 from sandcrew.testing import LoopbackNetwork
 from tests.egress_servers import Tripwire, Upstream, tripwire, upstream_server
-from tests.sandbox.helpers import our_containers
+from tests.sandbox.helpers import our_containers, waiting_members
 
 pytestmark = pytest.mark.docker
 
@@ -497,3 +497,30 @@ async def test_a_session_keeps_its_network_policy_for_its_lifetime(
     assert wire.connections == 0
     assert log is not None
     assert [event.decision for event in log.events] == ["allowed", "denied"] * 3
+
+
+async def test_a_pooled_sandbox_runs_a_policy_run_in_a_container_of_its_own(
+    docker_client: docker.DockerClient, test_authority: CertificateAuthority
+) -> None:
+    # A pooled container was started without the run's proxy folder: it must stay unused.
+    config = SandboxConfig(timeout=20.0, pool_size=1, egress={"allow": ["allowed.test"]})
+    code = _FETCH + 'print(fetch("https://allowed.test/hello")[0])'
+    with world(test_authority) as (allowed, _api, _wire, network):
+        async with DockerSandbox(
+            config, docker_client=docker_client, egress_network=network
+        ) as sandbox:
+            await sandbox.start()
+            for _ in range(200):
+                waiting = waiting_members(docker_client)
+                if waiting:
+                    break
+                await asyncio.sleep(0.05)
+            assert waiting, "the pool never started its container"
+            result = await sandbox.run(
+                code, files={"upstream-ca.pem": test_authority.certificate_pem}
+            )
+            assert waiting_members(docker_client) == waiting
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "200\n"
+    assert result.run_id not in waiting
+    assert [request.path for request in allowed.requests] == ["/hello"]

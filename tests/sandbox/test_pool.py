@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -18,28 +17,15 @@ from sandcrew.errors import ConfigurationError, ImageNotFoundError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig
 from sandcrew.sandbox._container import Launch, create_options, discard_container
 from sandcrew.sandbox._execution import execute
-from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
 from sandcrew.sandbox._streams import CappedBuffer, Demultiplexer
 from sandcrew.sandbox._supervisor import ACKNOWLEDGEMENT, program_delivery
 from sandcrew.sandbox.host import reap_orphans
 from tests.sandbox.conftest import IMAGE
-from tests.sandbox.helpers import our_containers, python_process
+from tests.sandbox.helpers import our_containers, python_process, waiting_members
 
 pytestmark = pytest.mark.docker
 
 POOLED = SandboxConfig(timeout=3.0, pool_size=2)
-
-
-def waiting_members(client: docker.DockerClient, *, owner_pid: int | None = None) -> dict[str, str]:
-    """Run id → container id of the running pooled containers of this process (or ``owner_pid``)."""
-    pid = os.getpid() if owner_pid is None else owner_pid
-    found = client.api.containers(
-        filters={
-            "label": [PRODUCT_FILTER, f"{OWNER_PID_LABEL}={pid}", f"{POOLED_LABEL}=true"],
-            "status": "running",
-        }
-    )
-    return {container["Labels"][RUN_ID_LABEL]: str(container["Id"]) for container in found}
 
 
 @pytest.fixture
