@@ -1,12 +1,15 @@
-"""`sandcrew solve --allow-host`: the coder's program reaches the allowed host only, and the
-runner tells the model why a request was denied (the hosts are the test's loopback servers)."""
+"""`sandcrew solve --allow-host/--secret-header`: the coder's program reaches the allowed host
+only, the runner tells the model why a request was denied, and a secret is used but never
+written (the hosts are the test's loopback servers)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from sandcrew.sandbox._egress_tls import CertificateAuthority
 from sandcrew.testing import ScriptedModelServer, Turn
 from tests.crew.conftest import coder_turn, review_turn, run_cli
 from tests.egress_servers import upstream_server
@@ -56,3 +59,49 @@ def test_solve_runs_with_the_network_policy_and_tells_the_model_what_was_denied(
     assert "not on the allow-list (allowed: localhost:" in seen
     [run] = json.loads(completed.stdout)["runs"]
     assert [event["decision"] for event in run["network"]["events"]] == ["allowed", "denied"]
+
+
+def test_a_secret_header_is_used_but_never_in_the_transcript_or_the_chat(
+    scripted_model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    token = "solve-secret-7c2d9e41f0a35b86"
+    authority = CertificateAuthority("sandcrew test upstream authority")
+    roots = tmp_path / "roots.pem"
+    roots.write_bytes(authority.certificate_pem)
+    transcript = tmp_path / "chat.jsonl"
+    with upstream_server("localhost", authority=authority) as local:
+        program = (
+            "import urllib.request\n"
+            f"print(urllib.request.urlopen('https://localhost:{local.port}/echo').read().decode(), "
+            "end='')\n"
+        )
+        scripted_model_server.add(
+            coder_turn(f"```python\n{program}```"),
+            review_turn(),
+            Turn(agent="admin", contains="[RUNNER_RESULT]", content="Done.\n[COMPLETE]"),
+        )
+        completed = run_cli(
+            "solve",
+            "Call the API.",
+            "--base-url",
+            scripted_model_server.base_url,
+            "--model",
+            "scripted",
+            "--secret-header",
+            f"localhost:{local.port}=Authorization: Bearer {{env:SOLVE_TEST_TOKEN}}",
+            "--transcript",
+            str(transcript),
+            "--json",
+            env={"SOLVE_TEST_TOKEN": token, "SSL_CERT_FILE": str(roots)},
+        )
+    assert completed.returncode == 0, completed.stderr
+    assert local.header_values("Authorization") == [f"Bearer {token}"]
+    written = transcript.read_text()
+    assert token not in written
+    assert token not in completed.stdout + completed.stderr
+    assert token not in json.dumps([request.messages for request in scripted_model_server.requests])
+    [run] = json.loads(completed.stdout)["runs"]
+    assert run["stdout"] == "you sent: " + "*" * len(f"Bearer {token}") + "\n"
+    [event] = run["network"]["events"]
+    assert event["injected"] == ["Authorization"]
+    assert '"injected":["Authorization"]' in written.replace(" ", "")
