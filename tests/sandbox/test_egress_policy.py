@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 
 import pytest
 
-from sandcrew.core import InvalidSettings
-from sandcrew.sandbox import EgressPolicy, HostRule, SandboxConfig, SecretHeader
+from sandcrew.core import InvalidSettings, UserError
+from sandcrew.sandbox import BatchSandbox, EgressPolicy, HostRule, SandboxConfig, SecretHeader
 from sandcrew.sandbox._egress_policy import (
     parse_host_rule,
     parse_secret_header,
     refused_address,
 )
 from sandcrew.sandbox._tls_hello import NotAClientHello, server_name
+from sandcrew.settings import load_settings
 
 
 @pytest.mark.parametrize(
@@ -157,6 +159,29 @@ def test_the_policy_in_the_settings() -> None:
     with_secret = SandboxConfig(egress={"secret_headers": ["a.test=X-Key: {env:K}"]})
     assert with_secret.egress is not None
     assert isinstance(with_secret.egress.secret_headers[0], SecretHeader)
+
+
+def test_the_policy_from_a_settings_file_and_batch_isolation_refusing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_file = tmp_path / "sandcrew.toml"
+    config_file.write_text(
+        "[sandbox.egress]\n"
+        'allow = ["pypi.org", "*.example.org:8443"]\n'
+        'secret_headers = ["api.test=Authorization: Bearer {env:API_TEST_TOKEN}"]\n',
+        encoding="utf-8",
+    )
+    for name in [name for name in os.environ if name.startswith("SANDCREW_")]:
+        monkeypatch.delenv(name)
+    egress = load_settings(config_path=config_file).sandbox.egress
+    assert egress is not None
+    assert list(egress.entries) == [
+        "pypi.org",
+        "*.example.org:8443",
+        "api.test:443",  # a secret's host, on the one port its header goes to
+    ]
+    with pytest.raises(UserError, match="batch isolation runs many tasks in one container"):
+        BatchSandbox(SandboxConfig(egress=egress))
 
 
 def _client_hello(name: bytes | None) -> bytes:
