@@ -1,6 +1,7 @@
-"""`sandcrew mcp --allow-host`: the server's hosts are a ceiling its clients narrow, never
-widen. The hosts are servers this test starts on loopback, named `localhost` (the entry
-that allows it); nothing leaves the machine."""
+"""`sandcrew mcp --allow-host/--secret-header`: the server's hosts are a ceiling its clients
+narrow, never widen, and its secrets reach their hosts only. The hosts are servers this test
+starts on loopback, named `localhost` (the entry that allows it); nothing leaves the
+machine."""
 
 from __future__ import annotations
 
@@ -73,3 +74,33 @@ async def test_clients_choose_among_the_servers_hosts_and_get_no_more() -> None:
     assert json.loads(str(cell["stdout"])) == [403, 200]
     assert len(first.requests) == 1
     assert len(second.requests) == 1
+
+
+async def test_a_secret_header_of_the_server_reaches_its_host_and_never_the_client() -> None:
+    key = "mcp-secret-3e9a7c51d2b04f68"
+    with upstream_server("localhost") as local:
+        entry = f"localhost:{local.port}"
+        fetch = (
+            "import urllib.request\n"
+            f"request = urllib.request.Request('http://{entry}/echo')\n"
+            "print(urllib.request.urlopen(request).read().decode(), end='')\n"
+        )
+        async with mcp_session(
+            "--secret-header",
+            f"http://{entry}=Authorization: Bearer {{env:MCP_TEST_KEY}}",
+            env={"MCP_TEST_KEY": key},
+        ) as session:
+            languages = await call(session, "list_languages", {})
+            result = await session.call_tool("run_code", {"code": fetch, "allow_hosts": [entry]})
+    assert not result.is_error, result.content
+    assert isinstance(languages, dict)
+    assert languages["allowed_hosts"] == [entry]
+    assert local.header_values("Authorization") == [f"Bearer {key}"]
+    answer = result.structured_content
+    assert isinstance(answer, dict)
+    assert answer["stdout"] == "you sent: " + "*" * len(f"Bearer {key}") + "\n"
+    [event] = answer["network"]["events"]
+    assert event["injected"] == ["Authorization"]
+    assert key not in json.dumps(answer) + json.dumps(
+        [part.model_dump() for part in result.content]
+    )
