@@ -216,3 +216,21 @@ def test_what_is_not_served_says_so(sandbox: Sandbox) -> None:
 
     with pytest.raises(SandboxException, match="not implemented"):
         sandbox.pty.create(PtySize(rows=24, cols=80))
+    with pytest.raises(SandboxException, match="not implemented"):
+        sandbox.create_snapshot()
+    with pytest.raises(SandboxException, match="not implemented"):
+        sandbox.get_metrics()
+    assert sandbox.run_code("'still here'").text == "'still here'"
+
+
+def test_stderr_comes_live_to_its_callback(sandbox: Sandbox) -> None:
+    errors: list[str] = []
+    outputs: list[str] = []
+    execution = sandbox.run_code(
+        "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)",
+        on_stdout=lambda message: outputs.append(message.line),
+        on_stderr=lambda message: errors.append(message.line),
+    )
+    assert outputs == ["to stdout\n"]
+    assert errors == ["to stderr\n"]
+    assert execution.logs.stderr == ["to stderr\n"]
