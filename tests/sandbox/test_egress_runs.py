@@ -510,7 +510,7 @@ async def test_a_pooled_sandbox_runs_a_policy_run_in_a_container_of_its_own(
             config, docker_client=docker_client, egress_network=network
         ) as sandbox:
             await sandbox.start()
-            for _ in range(200):
+            for _ in range(600):  # a busy shared engine may take seconds to start it
                 waiting = waiting_members(docker_client)
                 if waiting:
                     break
