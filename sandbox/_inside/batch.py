@@ -16,9 +16,10 @@ then serves requests until stdin closes: ``"<id> <language> <size> <limit_ms>
   per task) and the output kept.
 
 Nothing of a task survives it: when its main process ends or its time is up,
-a reaper (forked by the zygote, which never held a nonce, a program or the
-supervisor's stdout) first kills every process of the task's uid (as that
-uid, ``kill(-1)`` until none runs), then, as root, lists what the uid left
+the zygote (which never held a nonce, a program or the supervisor's stdout)
+kills the task's main process, its child, even before that dropped to the
+uid, then forks a reaper that first kills every process of the task's uid (as
+that uid, ``kill(-1)`` until none runs), then, as root, lists what the uid left
 in the workdir, drops to the uid for good and removes the task's SysV IPC
 objects and those entries, without recursion and within a time bound, and
 waits until PID 1 has reaped the task's killed processes (a zombie holds its
@@ -349,6 +350,15 @@ class Zygote:
             self.channel.send(f"started {uid} {time.monotonic()!r}".encode())
 
     def start_reaper(self, uid: int) -> None:
+        # The task's main process may not have dropped to its uid yet (a reap asked for
+        # right after the start, as when the host goes away): the reaper's kill as that uid
+        # would miss it, and it would run on. It is this process's child: killed here first.
+        for pid, owner in self.tasks.items():
+            if owner == uid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         try:
             reaper = os.fork()
         except OSError:
