@@ -5,6 +5,7 @@ written (the hosts are the test's loopback servers)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,20 @@ from tests.crew.conftest import coder_turn, review_turn, run_cli
 from tests.egress_servers import upstream_server
 
 pytestmark = pytest.mark.docker
+
+
+def solve_running(
+    server: ScriptedModelServer, program: str, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`sandcrew solve --json FLAGS` of a chat whose coder writes ``program`` and whose
+    reviewer and admin accept its result."""
+    server.add(
+        coder_turn(f"```python\n{program}```"),
+        review_turn(),
+        Turn(agent="admin", contains="[RUNNER_RESULT]", content="Done.\n[COMPLETE]"),
+    )
+    command = ["solve", "Do it.", "--base-url", server.base_url, "--model", "scripted"]
+    return run_cli(*command, *flags, "--json", env=env)
 
 
 def test_solve_runs_with_the_network_policy_and_tells_the_model_what_was_denied(
@@ -29,21 +44,8 @@ def test_solve_runs_with_the_network_policy_and_tells_the_model_what_was_denied(
             "except urllib.error.HTTPError as error:\n"
             "    print('refused', error.code)\n"
         )
-        scripted_model_server.add(
-            coder_turn(f"```python\n{program}```"),
-            review_turn(),
-            Turn(agent="admin", contains="[RUNNER_RESULT]", content="Done.\n[COMPLETE]"),
-        )
-        completed = run_cli(
-            "solve",
-            "Fetch the greeting.",
-            "--base-url",
-            scripted_model_server.base_url,
-            "--model",
-            "scripted",
-            "--allow-host",
-            f"localhost:{local.port}",
-            "--json",
+        completed = solve_running(
+            scripted_model_server, program, "--allow-host", f"localhost:{local.port}"
         )
     assert completed.returncode == 0, completed.stderr
     assert [request.path for request in local.requests] == ["/hello"]
@@ -75,23 +77,13 @@ def test_a_secret_header_is_used_but_never_in_the_transcript_or_the_chat(
             f"print(urllib.request.urlopen('https://localhost:{local.port}/echo').read().decode(), "
             "end='')\n"
         )
-        scripted_model_server.add(
-            coder_turn(f"```python\n{program}```"),
-            review_turn(),
-            Turn(agent="admin", contains="[RUNNER_RESULT]", content="Done.\n[COMPLETE]"),
-        )
-        completed = run_cli(
-            "solve",
-            "Call the API.",
-            "--base-url",
-            scripted_model_server.base_url,
-            "--model",
-            "scripted",
+        completed = solve_running(
+            scripted_model_server,
+            program,
             "--secret-header",
             f"localhost:{local.port}=Authorization: Bearer {{env:SOLVE_TEST_TOKEN}}",
             "--transcript",
             str(transcript),
-            "--json",
             env={"SOLVE_TEST_TOKEN": token, "SSL_CERT_FILE": str(roots)},
         )
     assert completed.returncode == 0, completed.stderr
