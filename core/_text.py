@@ -34,11 +34,10 @@ def describe_invalid_value(problem: Mapping[str, Any]) -> str:
     return f"{shown} (got {problem.get('input')!r})"
 
 
-def first_problem(problems: list[Any], *, whole: str) -> str:
-    """``field: why`` of the first of pydantic's ``errors()`` (``whole`` when it is the root's)."""
-    first = problems[0]
-    location = ".".join(str(part) for part in first.get("loc", ()))
-    return f"{location or whole}: {first.get('msg')}"
+def summarize_problem(problem: Mapping[str, Any], *, whole: str) -> str:
+    """``field: why`` of one of pydantic's ``errors()`` (``whole`` when it is the root's)."""
+    location = ".".join(str(part) for part in problem.get("loc", ()))
+    return f"{location or whole}: {problem.get('msg')}"
 
 
 def counted(number: int, noun: str, plural: str | None = None) -> str:

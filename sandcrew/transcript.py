@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 import sandcrew
 from sandcrew.agents import FunctionCallRequiredError, Message
-from sandcrew.core import first_problem
+from sandcrew.core import summarize_problem
 from sandcrew.crew import CrewResult, CrewSettings
 from sandcrew.errors import UserError
 from sandcrew.sandbox import ExecutionResult
@@ -175,7 +175,7 @@ def read_transcript(path: Path) -> list[TranscriptEvent]:
         except ValidationError as error:
             raise UserError(
                 f"{path} line {number} is not a transcript event from `sandcrew solve "
-                f"--transcript` ({first_problem(error.errors(), whole='line')})"
+                f"--transcript` ({summarize_problem(error.errors()[0], whole='line')})"
             ) from None
         if isinstance(event, HeaderEvent) and event.format != TRANSCRIPT_FORMAT:
             raise UserError(

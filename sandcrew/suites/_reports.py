@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
-from sandcrew.core import first_problem
+from sandcrew.core import summarize_problem
 from sandcrew.suites._errors import SuiteError
 from sandcrew.suites._outcomes import TaskResult, TaskStatus
 
@@ -103,7 +103,7 @@ def read_json_report(path: Path) -> SuiteReport:
     except ValidationError as error:
         raise SuiteError(
             f"{path} is not a sandcrew suite report (from `sandcrew suite run --report`): "
-            + first_problem(error.errors(), whole="file")
+            + summarize_problem(error.errors()[0], whole="file")
         ) from None
 
 

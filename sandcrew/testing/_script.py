@@ -38,6 +38,7 @@ from pydantic import (
 )
 
 from sandcrew.agents._chat_format import content_text
+from sandcrew.core import summarize_problem
 
 
 class ScriptedToolCall(BaseModel):
@@ -216,8 +217,7 @@ def load_script(source: str | Path | list[Any] | Mapping[str, Any]) -> list[Turn
             turns.append(Turn.model_validate(item))
         except ValidationError as error:
             details = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'turn'}: {e['msg']}"
-                for e in error.errors()
+                summarize_problem(problem, whole="turn") for problem in error.errors()
             )
             problems.append(f"turn {index}: {details}")
     if problems:
