@@ -47,11 +47,15 @@ def container_exists(client: docker.DockerClient, container_id: str) -> bool:
     returns: every sandcrew process that starts a sandbox reaps too (other test
     workers among them), and may remove the orphan first.
     """
+    return container_state(client, container_id) != "gone"
+
+
+def container_state(client: docker.DockerClient, container_id: str) -> str:
+    """``gone``, or the engine's status of the container (``running``, ``exited``, ...)."""
     try:
-        client.api.inspect_container(container_id)
+        return str(client.api.inspect_container(container_id)["State"]["Status"])
     except docker.errors.NotFound:
-        return False
-    return True
+        return "gone"
 
 
 @functools.cache

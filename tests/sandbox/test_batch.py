@@ -10,6 +10,7 @@ import pytest
 
 from sandcrew.sandbox import BatchSandbox, ExecutionResult, OutputEvent, SandboxConfig
 from sandcrew.sandbox._streams import shutdown_connection
+from tests.sandbox.helpers import container_state
 
 pytestmark = pytest.mark.docker
 
@@ -284,11 +285,3 @@ async def test_a_batch_container_whose_owner_is_gone_is_removed_by_the_engine(
     assert state in ("gone", "dead", "removing"), (
         f"the batch container is {state} 60 s after its connection closed"
     )
-
-
-def container_state(client: docker.DockerClient, container_id: str) -> str:
-    """``gone``, or the engine's status of the container (``running``, ``exited``, ...)."""
-    try:
-        return str(client.api.inspect_container(container_id)["State"]["Status"])
-    except docker.errors.NotFound:
-        return "gone"
