@@ -18,9 +18,14 @@ every process of it is gone, so nothing moves under them.
 import ctypes
 import errno
 import os
-import signal
 import stat
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+else:
+    import _signal as signal  # as in .supervisor: signal's enums cost a new container ~10 ms
 
 # Its own handle on the C library: this module stands alone (tests run its source as a
 # program inside a container).
