@@ -5,12 +5,17 @@ itself: a short bootstrap, run as ``python3 -I -S -c`` (isolated, no site: nothi
 of the image's environment or site-packages runs as root), puts a finder on
 ``sys.meta_path`` that serves those sources as the package ``sandcrew_inside``
 and calls ``main(arguments)`` of the entry module. Compiling them costs what the
-former single ``-c`` text cost; nothing is written into the container.
+former single ``-c`` text cost; nothing is written into the container. The sources
+travel zlib-compressed (base64 in the argument): the engine stores and hands on the
+command at each create and start, and 50 KB of plain source cost a cold run ~15 ms
+there against 20 KB packed.
 """
 
 from __future__ import annotations
 
+import binascii
 import re
+import zlib
 from functools import cache
 from pathlib import Path
 
@@ -22,9 +27,10 @@ _SOURCE_FOLDER = Path(__file__).resolve().parent / "_inside"
 _ARGUMENT_LIMIT = 128 * 1024
 
 _BOOTSTRAP = """\
-import sys
+import binascii, sys, zlib
 ModuleSpec = type(sys.__spec__)  # importlib.machinery's, without importing importlib
-SOURCES = {sources!r}
+PACKED = zlib.decompress(binascii.a2b_base64({packed!r})).decode().split("\\0")
+SOURCES = dict(zip(PACKED[::2], PACKED[1::2]))
 
 
 class InsideModules:
@@ -91,7 +97,14 @@ def _bootstrap(entry: str) -> str:
     sources = _sources()
     if entry not in sources:
         raise ValueError(f"no in-container module {entry!r} (have: {', '.join(sources)})")
-    text = _BOOTSTRAP.format(sources=_needed(entry, sources), package=INSIDE_PACKAGE, entry=entry)
+    needed = _needed(entry, sources)
+    # Each name, then its source, separated by NUL (which no Python source holds).
+    packed = zlib.compress("\0".join(part for item in needed.items() for part in item).encode())
+    text = _BOOTSTRAP.format(
+        packed=binascii.b2a_base64(packed, newline=False).decode("ascii"),
+        package=INSIDE_PACKAGE,
+        entry=entry,
+    )
     if len(text.encode()) >= _ARGUMENT_LIMIT:
         raise ValueError(f"the in-container modules are too large for one argument ({len(text)})")
     return text

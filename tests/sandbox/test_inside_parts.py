@@ -7,10 +7,13 @@ batch reaper's deletion work on plain bytes and a temporary folder; the rest
 
 from __future__ import annotations
 
+import binascii
 import json
 import os
+import re
 import stat
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -305,18 +308,35 @@ def test_the_host_and_the_container_read_one_runner_table() -> None:
     assert _languages.RUNNERS is runners.RUNNERS
 
 
+def carried_sources(bootstrap: str) -> dict[str, str]:
+    """The module sources a command's bootstrap carries, unpacked as the container does."""
+    packed = re.search(r"a2b_base64\('([A-Za-z0-9+/=]+)'\)", bootstrap)
+    assert packed is not None, "no packed sources in the bootstrap"
+    parts = zlib.decompress(binascii.a2b_base64(packed.group(1))).decode().split("\0")
+    return dict(zip(parts[::2], parts[1::2], strict=True))
+
+
 def test_a_command_carries_its_entry_and_the_siblings_it_imports_only() -> None:
     supervisor = inside_command("supervisor", "/workspace", "1000", "1000")
     batch = inside_command("batch", "/workspace")
     assert supervisor[:4] == ["python3", "-I", "-S", "-c"]
     assert supervisor[5:] == ["/workspace", "1000", "1000"]
+    folder = Path(runners.__file__).parent
     for command in (supervisor, batch):
         assert len(command[4].encode()) < 128 * 1024
+        sources = carried_sources(command[4])
         for module in ("framing", "privileges", "reaper", "runners"):
-            assert f"'{module}':" in command[4]
-    assert "'files':" in supervisor[4]
-    assert "'batch':" not in supervisor[4]
-    assert "'supervisor':" not in batch[4]
+            assert sources[module] == (folder / f"{module}.py").read_text(encoding="utf-8")
+    assert "files" in carried_sources(supervisor[4])
+    assert "batch" not in carried_sources(supervisor[4])
+    assert "supervisor" not in carried_sources(batch[4])
+
+
+def test_the_packed_sources_are_a_fraction_of_the_plain_ones() -> None:
+    # The engine stores and hands on the command at each create and start.
+    command = inside_command("supervisor", "/workspace", "1000", "1000")
+    plain = sum(len(text.encode()) for text in carried_sources(command[4]).values())
+    assert len(command[4].encode()) < plain / 2
 
 
 def test_a_sibling_imported_as_a_name_of_the_package_travels_too() -> None:
