@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox.helpers import carried_sources
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
@@ -87,10 +89,10 @@ def test_installed_copy_imports_and_finds_its_data(wheel: Path, tmp_path: Path) 
         "from sandcrew.suites import load_suite\n"
         "from importlib import resources\n"
         "from sandcrew.sandbox._supervisor import supervisor_command\n"
-        "assert 'def drop_to' in supervisor_command('/workspace', 1, 1)[4]\n"
         "assert sandcrew.__file__.startswith(sys.argv[1]), sandcrew.__file__\n"
         "print((resources.files('sandcrew.images') / 'python' / 'Dockerfile').is_file())\n"
         "print(len(load_suite('basics').tasks))\n"
+        "print(supervisor_command('/workspace', 1, 1)[4])\n"
     )
     completed = subprocess.run(
         [sys.executable, "-c", probe, str(target)],
@@ -101,4 +103,7 @@ def test_installed_copy_imports_and_finds_its_data(wheel: Path, tmp_path: Path) 
     )
 
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.split() == ["True", "14"]
+    found_image, task_count, bootstrap = completed.stdout.split("\n", 2)
+    assert [found_image, task_count] == ["True", "14"]
+    # The in-container modules are package data of the installed copy too.
+    assert "def drop_to" in carried_sources(bootstrap)["privileges"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import functools
 import os
+import re
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 
 import docker
@@ -101,3 +104,11 @@ def release_program(client: docker.DockerClient, *, owner_pid: int | None = None
     execution = client.api.exec_create(running[0], ["touch", RELEASE_FILE])
     client.api.exec_start(execution)
     assert client.api.exec_inspect(execution)["ExitCode"] == 0
+
+
+def carried_sources(bootstrap: str) -> dict[str, str]:
+    """The module sources a command's bootstrap carries, unpacked as the container does."""
+    packed = re.search(r"a2b_base64\('([A-Za-z0-9+/=]+)'\)", bootstrap)
+    assert packed is not None, "no packed sources in the bootstrap"
+    parts = zlib.decompress(binascii.a2b_base64(packed.group(1))).decode().split("\0")
+    return dict(zip(parts[::2], parts[1::2], strict=True))

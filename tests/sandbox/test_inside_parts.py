@@ -7,13 +7,10 @@ batch reaper's deletion work on plain bytes and a temporary folder; the rest
 
 from __future__ import annotations
 
-import binascii
 import json
 import os
-import re
 import stat
 import time
-import zlib
 from pathlib import Path
 
 import pytest
@@ -42,6 +39,7 @@ from sandcrew.sandbox._inside.framing import (
 from sandcrew.sandbox._inside.reaper import ipc_objects_of, owned_entries, remove_entry
 from sandcrew.sandbox._inside.supervisor import Header
 from sandcrew.sandbox._inside_command import inside_command
+from tests.sandbox.helpers import carried_sources
 
 NONCE = b"0123456789abcdef"
 LATER = float("inf")  # never past: a deadline that does not depend on when a test runs
@@ -306,14 +304,6 @@ def test_ipc_objects_are_found_by_owner_or_creator() -> None:
 
 def test_the_host_and_the_container_read_one_runner_table() -> None:
     assert _languages.RUNNERS is runners.RUNNERS
-
-
-def carried_sources(bootstrap: str) -> dict[str, str]:
-    """The module sources a command's bootstrap carries, unpacked as the container does."""
-    packed = re.search(r"a2b_base64\('([A-Za-z0-9+/=]+)'\)", bootstrap)
-    assert packed is not None, "no packed sources in the bootstrap"
-    parts = zlib.decompress(binascii.a2b_base64(packed.group(1))).decode().split("\0")
-    return dict(zip(parts[::2], parts[1::2], strict=True))
 
 
 def test_a_command_carries_its_entry_and_the_siblings_it_imports_only() -> None:
