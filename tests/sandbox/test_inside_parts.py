@@ -312,14 +312,14 @@ def test_a_command_carries_its_entry_and_the_siblings_it_imports_only() -> None:
     assert supervisor[:4] == ["python3", "-I", "-S", "-c"]
     assert supervisor[5:] == ["/workspace", "1000", "1000"]
     folder = Path(runners.__file__).parent
-    for command in (supervisor, batch):
+    supervisor_sources, batch_sources = carried_sources(supervisor[4]), carried_sources(batch[4])
+    for command, sources in ((supervisor, supervisor_sources), (batch, batch_sources)):
         assert len(command[4].encode()) < 128 * 1024
-        sources = carried_sources(command[4])
         for module in ("framing", "privileges", "reaper", "runners"):
             assert sources[module] == (folder / f"{module}.py").read_text(encoding="utf-8")
-    assert "files" in carried_sources(supervisor[4])
-    assert "batch" not in carried_sources(supervisor[4])
-    assert "supervisor" not in carried_sources(batch[4])
+    assert "files" in supervisor_sources
+    assert "batch" not in supervisor_sources
+    assert "supervisor" not in batch_sources
 
 
 def test_the_packed_sources_are_a_fraction_of_the_plain_ones() -> None:
