@@ -7,7 +7,7 @@ class LanguageRunner:
     A plain class: ``dataclasses`` would cost the supervisor's start its ``inspect`` import.
     """
 
-    __slots__ = ("environment", "filename", "interpreter", "support_files")
+    __slots__ = ("environment", "filename", "interpreter", "support_files", "waits_for_program")
 
     def __init__(
         self,
@@ -15,6 +15,7 @@ class LanguageRunner:
         interpreter: tuple[str, ...],
         environment: tuple[tuple[str, str], ...] = (),
         support_files: tuple[tuple[str, str], ...] = (),
+        waits_for_program: bool = False,
     ) -> None:
         self.filename = filename
         self.interpreter = interpreter
@@ -22,9 +23,88 @@ class LanguageRunner:
         """Variables set for this language only (the container's environment is otherwise empty)."""
         self.support_files = support_files
         """Absolute path and text of files written (as the run uid) before the program starts."""
+        self.waits_for_program = waits_for_program
+        """The interpreter starts before its program exists and takes it on :data:`PROGRAM_FD`
+        (see :data:`_WAIT_FOR_THE_PROGRAM`): its own start is then off the run's path."""
 
 
 _PYTHON_SITE = "/tmp/.sandcrew-site"
+_PYTHON_FILENAME = "main.py"
+
+# The descriptors a waiting interpreter holds until its program comes (all closed then).
+PROGRAM_FD = 3
+"""Read end of the pipe on which the supervisor sends the program: a flag byte, then its text."""
+STDOUT_FD = 4
+"""The container's stdout, put back on 1 when the program comes."""
+STDERR_FD = 5
+"""The container's stderr, put back on 2 when the program comes."""
+STARTUP_OUTPUT_FD = 6
+"""Read end of the pipe that held 1 and 2 during the interpreter's start."""
+WAITING_MARK = "SANDCREW_WAITING_FOR_THE_PROGRAM"
+"""Set (to "1") in the environment of the interpreter that waits; it takes the variable out
+before the program runs, so no Python process the program starts waits (its descriptor 3,
+if it has one, is the program's own)."""
+WITH_OUTPUT_FOLDER = b"o"
+"""First byte of the program message: make the empty ``out`` folder (anything else: don't)."""
+PROGRAM_NEVER_CAME_EXIT = 125
+"""A waiting interpreter's status when its pipe closed without a program."""
+
+# Run by a Python program's interpreter during its start (it is the sitecustomize the
+# environment points to), before the interpreter opens main.py: the supervisor starts the
+# interpreter as soon as it may (in a pooled container, before the run), and this waits for
+# the program there. Until then 1 and 2 are a pipe, so that nothing the start prints (an
+# image's .pth file, say) can reach the container's streams before the supervisor's
+# acknowledgement; it is passed on to stderr once the program has come. A pipe rather than
+# /dev/null also keeps sys.stdout's and sys.stderr's answers (seekable, isatty) those of the
+# streams they end up on.
+_WAIT_FOR_THE_PROGRAM = f"""\
+import os, sys
+
+
+def _take_the_program():
+    chunks = []
+    while True:
+        chunk = os.read({PROGRAM_FD}, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    message = b"".join(chunks)
+    if not message:  # the run went another way, or failed before its program was sent
+        os._exit({PROGRAM_NEVER_CAME_EXIT})
+    os.dup2({STDOUT_FD}, 1)
+    os.dup2({STDERR_FD}, 2)
+    os.set_blocking({STARTUP_OUTPUT_FD}, False)
+    try:
+        while True:
+            early = os.read({STARTUP_OUTPUT_FD}, 1 << 16)
+            if not early:
+                break
+            while early:
+                early = early[os.write(2, early) :]
+    except BlockingIOError:
+        pass
+    for descriptor in ({PROGRAM_FD}, {STDOUT_FD}, {STDERR_FD}, {STARTUP_OUTPUT_FD}):
+        os.close(descriptor)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        handle = os.open({_PYTHON_FILENAME!r}, flags, 0o600)
+        try:
+            text = memoryview(message)[1:]
+            while text:
+                text = text[os.write(handle, text) :]
+        finally:
+            os.close(handle)
+        if message[:1] == {WITH_OUTPUT_FOLDER!r}:
+            os.mkdir("out", 0o700)
+    except OSError as error:
+        os.write(2, ("sandcrew: cannot start the program: %s\\n" % error).encode())
+        os._exit({PROGRAM_NEVER_CAME_EXIT})
+
+
+if os.environ.pop({WAITING_MARK!r}, None) == "1":
+    _take_the_program()
+del _take_the_program
+"""
 
 # Saves the matplotlib figures a program shows or leaves open as PNGs in out/,
 # so "plot it" works without a savefig. It runs before the interpreter's atexit
@@ -32,8 +112,6 @@ _PYTHON_SITE = "/tmp/.sandcrew-site"
 # Armed only when matplotlib.pyplot is first imported: what arming imports (threading,
 # and warnings with the re of its filter) would cost every other program's start ~20 ms.
 _SAVE_OPEN_FIGURES = """\
-import os, sys
-
 _out = os.path.join(os.getcwd(), "out")
 
 
@@ -84,7 +162,7 @@ sys.meta_path.insert(0, _WhenPyplotLoads)
 
 RUNNERS: dict[str, LanguageRunner] = {
     "python": LanguageRunner(
-        filename="main.py",
+        filename=_PYTHON_FILENAME,
         interpreter=("python3",),
         environment=(
             ("PYTHONUNBUFFERED", "1"),
@@ -92,7 +170,13 @@ RUNNERS: dict[str, LanguageRunner] = {
             ("MPLBACKEND", "Agg"),
             ("PYTHONPATH", _PYTHON_SITE),
         ),
-        support_files=((f"{_PYTHON_SITE}/sitecustomize.py", _SAVE_OPEN_FIGURES),),
+        support_files=(
+            (
+                f"{_PYTHON_SITE}/sitecustomize.py",
+                _WAIT_FOR_THE_PROGRAM + "\n\n" + _SAVE_OPEN_FIGURES,
+            ),
+        ),
+        waits_for_program=True,
     ),
     "bash": LanguageRunner(filename="main.sh", interpreter=("bash",)),
     "javascript": LanguageRunner(filename="main.js", interpreter=("node",)),

@@ -4,15 +4,20 @@ for its end.
 Run as ``main([workdir, uid, gid])`` (see :mod:`.._supervisor` on the host for
 the whole protocol). It reads ``"<language> <size> <nonce> <limit ms> <watchdog>
 <files size> <artifact bytes> <artifact count>\\n"``, the program and the input
-files on stdin, acknowledges, forks the program (input files unpacked as root
-with the run's gid, then :func:`.privileges.drop_to` the run uid and ``exec``),
-kills it at the run limit, ends every other process, has the artifacts
+files on stdin, acknowledges, and starts the program. A Python program's process
+is forked as soon as the supervisor starts (in a pooled container, before the run comes):
+it drops to the run uid (:func:`.privileges.drop_to`) and execs the interpreter, which
+waits in its own start-up for the program (see :data:`.runners.PROGRAM_FD`); the input
+files are unpacked as root with the run's gid, then the program is sent to it. Another
+language's program is forked and exec'ed once it is in. The supervisor kills the program
+at the run limit, ends every other process, has the artifacts
 collected by a child that dropped to the run uid, and prints the status
 trailer on stdout and stderr. It is also the watchdog: ``watchdog`` seconds
 after the header it ends the container whatever happens, and it ends the run
 at once when its stdin closes (the host is gone).
 """
 
+import fcntl  # imported before any fork: the network relay's threads may be running then
 import os
 import select
 import sys
@@ -27,7 +32,16 @@ from .framing import (
     write_all,
 )
 from .privileges import drop_to, make_undumpable
-from .runners import RUNNERS, LanguageRunner
+from .runners import (
+    PROGRAM_FD,
+    RUNNERS,
+    STARTUP_OUTPUT_FD,
+    STDERR_FD,
+    STDOUT_FD,
+    WAITING_MARK,
+    WITH_OUTPUT_FOLDER,
+    LanguageRunner,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +58,9 @@ else:
 
 SUPERVISOR_FAILED_EXIT = 125
 """The container's status when the supervisor itself could not run the program."""
+
+WAITING_LANGUAGE = "python"
+"""The language whose interpreter a pooled container starts before its run comes."""
 
 HEADER_LIMIT = 256
 _LEFTOVERS_SECONDS = 5.0  # ending every other process
@@ -83,6 +100,12 @@ def fail(message: str) -> None:
     os._exit(SUPERVISOR_FAILED_EXIT)
 
 
+def header_waiting() -> bool:
+    """Whether the run's header is already on stdin (a cold run's comes with the start)."""
+    readable, _, _ = select.select([0], [], [], 0)
+    return bool(readable)
+
+
 def read_header() -> tuple[Header, bytes]:
     """The header from stdin and what followed it in the same reads."""
     data = b""
@@ -111,6 +134,17 @@ def read_exactly(size: int, start: bytes) -> bytes:
         chunks.append(chunk)
         received += len(chunk)
     return b"".join(chunks)
+
+
+class WaitingProgram:
+    """The program's process, started before its program: its interpreter waits on a pipe."""
+
+    __slots__ = ("language", "pid", "pipe", "runner")
+
+    def __init__(self, language: str, runner: LanguageRunner, pid: int, pipe: int) -> None:
+        self.language, self.runner, self.pid = language, runner, pid
+        self.pipe = pipe
+        """The write end of the pipe the program is sent on."""
 
 
 class Supervisor:
@@ -150,19 +184,120 @@ class Supervisor:
         drop_to(self.uid, self.gid)
         os.chdir(self.workdir)
 
+    def start_waiting_program(self, language: str) -> WaitingProgram | None:
+        """Fork the program's process and start its interpreter now, before its program.
+
+        In a pooled container that is before the run; in a cold one, while the supervisor
+        reads the program and writes its input files. The interpreter then waits, in its
+        own start-up, for the program on a pipe (see the runner's support file), so a run
+        no longer waits for the interpreter's start. ``None`` if the fork failed (the run
+        then starts its program the usual way).
+        """
+        runner = RUNNERS[language]
+        program_read, program_write = os.pipe()
+        try:
+            child = os.fork()
+        except OSError:
+            os.close(program_read)
+            os.close(program_write)
+            return None
+        if child == 0:
+            streams_moved = False
+            try:
+                os.close(program_write)
+                self.prepare_program_process()
+                self.write_support_files(runner)
+                wait_on_pipe(program_read)
+                streams_moved = True
+                self.exec_interpreter(runner, waits=True)
+            except BaseException as error:
+                say(STDERR_FD if streams_moved else 2, cannot_start(language, runner, error))
+            os._exit(SUPERVISOR_FAILED_EXIT)
+        os.close(program_read)
+        return WaitingProgram(language, runner, child, program_write)
+
+    def hand_over(
+        self, waiting: WaitingProgram, program: bytes, files: memoryview, with_output: bool
+    ) -> None:
+        """Write the input files (as root, with the run's gid), then send the program."""
+        try:
+            if not files or self.unpack_input_files(waiting, files):
+                write_all(waiting.pipe, WITH_OUTPUT_FOLDER if with_output else b"-")
+                write_all(waiting.pipe, program)
+        except OSError:
+            pass  # it ended before it took its program (the run limit killed it): its status says
+        finally:
+            os.close(waiting.pipe)
+
+    def unpack_input_files(self, waiting: WaitingProgram, files: memoryview) -> bool:
+        helper = os.fork()
+        if helper == 0:
+            try:
+                self.open_workdir_to_the_group()
+                make_undumpable()  # a change of credentials resets it; this copy holds the nonce
+                from .files import unpack_files
+
+                unpack_files(files, self.workdir)
+            except BaseException as error:
+                say(2, cannot_start(waiting.language, waiting.runner, error))
+                os._exit(SUPERVISOR_FAILED_EXIT)
+            os._exit(0)
+        _, status = os.waitpid(helper, 0)
+        return status == 0
+
+    @staticmethod
+    def end_waiting_program(waiting: WaitingProgram) -> None:
+        """The run is another language's: the interpreter started for a Python one goes."""
+        os.close(waiting.pipe)
+        try:
+            os.kill(waiting.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(waiting.pid, 0)
+
+    def open_workdir_to_the_group(self) -> None:
+        """Become root with the run's gid, able to write the input files into the work dir.
+
+        The work dir is the run uid's: as that uid for a moment (effective only, root stays
+        the real and saved uid), it is opened to its group, the run's gid. Then, as root with
+        that gid, the input files are written: they are root's, so the program can read them
+        but neither write them nor change their mode.
+        """
+        os.setegid(self.gid)
+        os.seteuid(self.uid)
+        os.chmod(self.workdir, 0o770)
+        os.seteuid(0)
+
+    def prepare_program_process(self) -> None:
+        """As the program's process: first to go when memory runs out, then the run uid."""
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as adjustment:
+            adjustment.write("1000")
+        self.become_the_run_uid()
+        make_undumpable()  # until the exec: this copy of the supervisor may hold the nonce
+
+    @staticmethod
+    def write_support_files(runner: LanguageRunner) -> None:
+        for support_path, text in runner.support_files:
+            os.makedirs(os.path.dirname(support_path), 0o700, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            handle = os.open(support_path, flags, 0o400)
+            write_all(handle, text.encode())
+            os.close(handle)
+
+    def exec_interpreter(self, runner: LanguageRunner, *, waits: bool = False) -> None:
+        environment = dict(os.environ)
+        environment.update(runner.environment)
+        if waits:
+            environment[WAITING_MARK] = "1"
+        path = os.path.join(self.workdir, runner.filename)
+        os.execvpe(runner.interpreter[0], [*runner.interpreter, path], environment)
+
     def become_the_program(
         self, runner: LanguageRunner, program: bytes, files: memoryview, with_output: bool
     ) -> None:
         with open("/proc/self/oom_score_adj", "w", encoding="ascii") as adjustment:
             adjustment.write("1000")
-        # The work dir is the run uid's: as that uid for a moment (effective only, root stays
-        # the real and saved uid), it is opened to its group, the run's gid. Then, as root with
-        # that gid, the input files are written: they are root's, so the program can read them
-        # but neither write them nor change their mode.
-        os.setegid(self.gid)
-        os.seteuid(self.uid)
-        os.chmod(self.workdir, 0o770)
-        os.seteuid(0)
+        self.open_workdir_to_the_group()
         if files:
             from .files import unpack_files
 
@@ -173,45 +308,52 @@ class Supervisor:
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         write_all(handle, program)
         os.close(handle)
-        for support_path, text in runner.support_files:
-            os.makedirs(os.path.dirname(support_path), 0o700, exist_ok=True)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            handle = os.open(support_path, flags, 0o400)
-            write_all(handle, text.encode())
-            os.close(handle)
+        self.write_support_files(runner)
         if with_output:
             from .files import OUTPUT_FOLDER
 
             os.mkdir(os.path.join(self.workdir, OUTPUT_FOLDER), 0o700)
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        environment = dict(os.environ)
-        environment.update(runner.environment)
-        os.execvpe(runner.interpreter[0], [*runner.interpreter, path], environment)
+        stdin_from_null()
+        self.exec_interpreter(runner)
 
     def run(self) -> None:
+        # No header yet: a pooled container, whose run comes later. The interpreter of the
+        # language whose interpreter can wait (Python's) starts now, on the chance that the
+        # run is in it; it is ended if the run is in another language.
+        waiting = None
+        if not header_waiting():
+            waiting = self.start_waiting_program(WAITING_LANGUAGE)
         header, rest = read_header()
         runner = RUNNERS.get(header.language)
         if runner is None:
             fail("no interpreter for language " + repr(header.language))
             return
+        if waiting is not None and waiting.language != header.language:
+            self.end_waiting_program(waiting)
+            waiting = None
+        elif waiting is None and runner.waits_for_program:
+            waiting = self.start_waiting_program(header.language)
         self.watchdog_at = time.monotonic() + header.watchdog
         self.arm_watchdog()
         everything = read_exactly(header.size + header.files_size, rest)
         del rest
         program, files = everything[: header.size], memoryview(everything)[header.size :]
+        with_output = header.artifact_count > 0
         say(1, ACKNOWLEDGEMENT)
         # The run limit counts from the acknowledgement.
         signal.signal(signal.SIGALRM, self.on_program_deadline)
         signal.setitimer(signal.ITIMER_REAL, header.limit_ms / 1000)
-        child = os.fork()
-        if child == 0:
-            try:
-                self.become_the_program(runner, program, files, header.artifact_count > 0)
-            except BaseException as error:
-                say(2, cannot_start(header.language, runner, error))
-            os._exit(SUPERVISOR_FAILED_EXIT)
+        if waiting is not None:
+            child = waiting.pid
+            self.hand_over(waiting, program, files, with_output)
+        else:
+            child = os.fork()
+            if child == 0:
+                try:
+                    self.become_the_program(runner, program, files, with_output)
+                except BaseException as error:
+                    say(2, cannot_start(header.language, runner, error))
+                os._exit(SUPERVISOR_FAILED_EXIT)
         if self.timed_out:  # the limit passed before the program existed
             os.kill(child, signal.SIGKILL)
         del program, files, everything
@@ -298,6 +440,31 @@ class Supervisor:
         from .reaper import end_every_other_process
 
         end_every_other_process(_LEFTOVERS_SECONDS)
+
+
+def stdin_from_null() -> None:
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+
+def wait_on_pipe(program_read: int) -> None:
+    """The descriptors of an interpreter that waits for its program (see :mod:`.runners`).
+
+    The program's pipe, the container's stdout and stderr and the start-up pipe's read
+    end go to their fixed numbers; 1 and 2 become the start-up pipe; stdin is /dev/null.
+    """
+    startup_read, startup_write = os.pipe()
+    sources = (program_read, 1, 2, startup_read, startup_write)
+    # Copies above every target first: a source may sit on another one's target number.
+    copies = [fcntl.fcntl(source, fcntl.F_DUPFD, 10) for source in sources]
+    targets = (PROGRAM_FD, STDOUT_FD, STDERR_FD, STARTUP_OUTPUT_FD, 1)
+    for copy, target in zip(copies, targets, strict=True):
+        os.dup2(copy, target)
+    os.dup2(copies[-1], 2)
+    for copy in copies:
+        os.close(copy)
+    stdin_from_null()
 
 
 def cannot_start(language: str, runner: LanguageRunner, error: BaseException) -> bytes:
