@@ -216,7 +216,7 @@ async def test_host_environment_does_not_leak(
         "LANG",
         "MPLBACKEND",  # matplotlib draws without a display
         "PATH",
-        "PYTHONPATH",  # the sandbox's sitecustomize, which saves open figures
+        "PYTHONPATH",  # the sandbox's sitecustomize: it hands the program over, saves open figures
         "PYTHONDONTWRITEBYTECODE",
         "PYTHONUNBUFFERED",
         "PWD",  # exported by the shell that starts the program
