@@ -230,7 +230,12 @@ class Supervisor:
             os.close(waiting.pipe)
 
     def unpack_input_files(self, waiting: WaitingProgram, files: memoryview) -> bool:
-        helper = os.fork()
+        """Whether the input files are in (if not, the reason is on stderr)."""
+        try:
+            helper = os.fork()
+        except OSError as error:
+            say(2, cannot_start(waiting.language, waiting.runner, error))
+            return False
         if helper == 0:
             try:
                 self.open_workdir_to_the_group()
