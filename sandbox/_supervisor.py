@@ -18,9 +18,23 @@ uid (``setgroups([])``, ``setresgid``, ``setresuid``), writes the program into
 the work dir, makes the empty ``out`` folder and execs the language's
 interpreter with stdin on ``/dev/null``.
 
+A Python program's process starts earlier: the supervisor forks it as soon as it
+starts (in a pooled container, before the header; in a cold one, right after
+it), the child drops to the run uid the same way and execs ``python3 main.py``,
+and the interpreter waits in its own start-up (the sandbox's sitecustomize,
+:mod:`._inside.runners`) for the program on a pipe. The supervisor then unpacks
+the input files in a short-lived child (root with the run's gid, as above) and
+sends the program; the waiting code writes ``main.py`` and the ``out`` folder as
+the run uid, puts the container's stdout and stderr back on 1 and 2 and passes
+on to stderr what the interpreter's start printed. Python then opens ``main.py``
+as ``python3 main.py`` always does. If the waiting interpreter has ended by the
+time the run comes, or the run is in another language, it is ended and the
+program starts as above.
+
 Why the exit status cannot be forged: the nonce arrives on stdin, never in argv
-or the environment, and lives only in the supervisor's memory (the child's copy
-is gone with its ``exec``). The supervisor runs as root, a uid other than the
+or the environment, and lives only in the supervisor's memory (a child's copy
+is gone with its ``exec``; a pooled container's Python program forks before it
+comes). The supervisor runs as root, a uid other than the
 program's, and is not dumpable, so the program can neither ptrace it (our
 seccomp profile also refuses ptrace), read its ``/proc/<pid>/mem`` or
 ``environ``, nor signal it. When the child has ended, or ``limit ms`` after

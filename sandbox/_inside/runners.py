@@ -42,50 +42,53 @@ STARTUP_OUTPUT_FD = 6
 """Read end of the pipe that held 1 and 2 during the interpreter's start."""
 WAITING_MARK = "SANDCREW_WAITING_FOR_THE_PROGRAM"
 """Set (to "1") in the environment of the interpreter that waits; it takes the variable out
-before the program runs, so no Python process the program starts waits (its descriptor 3,
-if it has one, is the program's own)."""
+of ``os.environ`` before the program runs, so no Python process the program starts waits
+(its descriptor 3, if it has one, is the program's own). ``/proc/self/environ``, the
+environment the process started with, still shows it."""
 WITH_OUTPUT_FOLDER = b"o"
 """First byte of the program message: make the empty ``out`` folder (anything else: don't)."""
 PROGRAM_NEVER_CAME_EXIT = 125
-"""A waiting interpreter's status when its pipe closed without a program."""
+"""A waiting interpreter's status when its pipe closed without a program, or when it could
+not take the program (the supervisor's own status for a program it could not start)."""
 
 # Run by a Python program's interpreter during its start (it is the sitecustomize the
 # environment points to), before the interpreter opens main.py: the supervisor starts the
 # interpreter as soon as it may (in a pooled container, before the run), and this waits for
-# the program there. Until then 1 and 2 are a pipe, so that nothing the start prints (an
-# image's .pth file, say) can reach the container's streams before the supervisor's
-# acknowledgement; it is passed on to stderr once the program has come. A pipe rather than
-# /dev/null also keeps sys.stdout's and sys.stderr's answers (seekable, isatty) those of the
-# streams they end up on.
+# the program there. Until then 1 and 2 are a pipe whose read end the supervisor keeps too,
+# so that nothing the start prints (an image's .pth file, say) reaches the container's
+# streams before the supervisor's acknowledgement; it is passed on to stderr once the
+# program has come (by the supervisor, if the interpreter ended before). Whatever fails
+# here ends the process with the reason on stderr: Python must not go on to a main.py
+# that is not there.
 _WAIT_FOR_THE_PROGRAM = f"""\
 import os, sys
 
 
 def _take_the_program():
-    chunks = []
-    while True:
-        chunk = os.read({PROGRAM_FD}, 1 << 20)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    message = b"".join(chunks)
-    if not message:  # the run went another way, or failed before its program was sent
-        os._exit({PROGRAM_NEVER_CAME_EXIT})
-    os.dup2({STDOUT_FD}, 1)
-    os.dup2({STDERR_FD}, 2)
-    os.set_blocking({STARTUP_OUTPUT_FD}, False)
     try:
+        chunks = []
         while True:
-            early = os.read({STARTUP_OUTPUT_FD}, 1 << 16)
+            chunk = os.read({PROGRAM_FD}, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        if not chunks:  # the run went another way, or failed before its program was sent
+            os._exit({PROGRAM_NEVER_CAME_EXIT})
+        message = b"".join(chunks)
+        os.dup2({STDOUT_FD}, 1)
+        os.dup2({STDERR_FD}, 2)
+        os.set_blocking({STARTUP_OUTPUT_FD}, False)
+        while True:
+            try:
+                early = os.read({STARTUP_OUTPUT_FD}, 1 << 16)
+            except BlockingIOError:
+                break
             if not early:
                 break
             while early:
                 early = early[os.write(2, early) :]
-    except BlockingIOError:
-        pass
-    for descriptor in ({PROGRAM_FD}, {STDOUT_FD}, {STDERR_FD}, {STARTUP_OUTPUT_FD}):
-        os.close(descriptor)
-    try:
+        for descriptor in ({PROGRAM_FD}, {STDOUT_FD}, {STDERR_FD}, {STARTUP_OUTPUT_FD}):
+            os.close(descriptor)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         handle = os.open({_PYTHON_FILENAME!r}, flags, 0o600)
         try:
@@ -96,9 +99,11 @@ def _take_the_program():
             os.close(handle)
         if message[:1] == {WITH_OUTPUT_FOLDER!r}:
             os.mkdir("out", 0o700)
-    except OSError as error:
-        os.write(2, ("sandcrew: cannot start the program: %s\\n" % error).encode())
-        os._exit({PROGRAM_NEVER_CAME_EXIT})
+    except BaseException as error:
+        try:
+            os.write(2, ("sandcrew: cannot start the program: %s\\n" % (error,)).encode())
+        finally:
+            os._exit({PROGRAM_NEVER_CAME_EXIT})
 
 
 if os.environ.pop({WAITING_MARK!r}, None) == "1":

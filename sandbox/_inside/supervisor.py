@@ -17,7 +17,7 @@ after the header it ends the container whatever happens, and it ends the run
 at once when its stdin closes (the host is gone).
 """
 
-import fcntl  # imported before any fork: the network relay's threads may be running then
+import fcntl
 import os
 import select
 import sys
@@ -139,12 +139,47 @@ def read_exactly(size: int, start: bytes) -> bytes:
 class WaitingProgram:
     """The program's process, started before its program: its interpreter waits on a pipe."""
 
-    __slots__ = ("language", "pid", "pipe", "runner")
+    __slots__ = ("ended", "language", "pid", "pipe", "runner", "startup_output")
 
-    def __init__(self, language: str, runner: LanguageRunner, pid: int, pipe: int) -> None:
+    def __init__(
+        self, language: str, runner: LanguageRunner, pid: int, pipe: int, startup_output: int
+    ) -> None:
         self.language, self.runner, self.pid = language, runner, pid
         self.pipe = pipe
         """The write end of the pipe the program is sent on."""
+        self.startup_output = startup_output
+        """The read end (non-blocking) of the pipe its stdout and stderr were until then."""
+        self.ended = False
+        """Whether it ended (and was reaped) before its program was sent."""
+
+    def has_ended(self) -> bool:
+        if not self.ended:
+            reaped, _ = os.waitpid(self.pid, os.WNOHANG)
+            self.ended = reaped == self.pid
+        return self.ended
+
+    def pass_on_startup_output(self) -> None:
+        """What its start printed and it did not pass on itself (it ended before its program)."""
+        while True:
+            try:
+                early = os.read(self.startup_output, 1 << 16)
+            except BlockingIOError:
+                return
+            if not early:
+                return
+            say(2, early)
+
+    def close_pipe(self) -> None:
+        """The end of the program's message (or, without one, the interpreter's end)."""
+        if self.pipe >= 0:
+            os.close(self.pipe)
+            self.pipe = -1
+
+    def close(self) -> None:
+        self.close_pipe()
+        if self.startup_output >= 0:
+            os.close(self.startup_output)
+            self.startup_output = -1
 
 
 class Supervisor:
@@ -195,39 +230,50 @@ class Supervisor:
         """
         runner = RUNNERS[language]
         program_read, program_write = os.pipe()
+        startup_read, startup_write = os.pipe()
+        try:
+            # Room for what an image's start may print before anyone reads it (64 KiB else).
+            fcntl.fcntl(startup_write, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
         try:
             child = os.fork()
         except OSError:
-            os.close(program_read)
-            os.close(program_write)
+            for descriptor in (program_read, program_write, startup_read, startup_write):
+                os.close(descriptor)
             return None
         if child == 0:
-            streams_moved = False
             try:
-                os.close(program_write)
+                # First, so that whatever goes wrong from here on is told on the start-up
+                # pipe, never on the container's streams before the acknowledgement.
+                wait_on_pipe(program_read, startup_read, startup_write)
                 self.prepare_program_process()
+                os.chmod(self.workdir, 0o770)  # as on every run: open to the run's gid
                 self.write_support_files(runner)
-                wait_on_pipe(program_read)
-                streams_moved = True
                 self.exec_interpreter(runner, waits=True)
             except BaseException as error:
-                say(STDERR_FD if streams_moved else 2, cannot_start(language, runner, error))
+                say(2, cannot_start(language, runner, error))
             os._exit(SUPERVISOR_FAILED_EXIT)
         os.close(program_read)
-        return WaitingProgram(language, runner, child, program_write)
+        os.close(startup_write)
+        os.set_blocking(startup_read, False)
+        return WaitingProgram(language, runner, child, program_write, startup_read)
 
     def hand_over(
         self, waiting: WaitingProgram, program: bytes, files: memoryview, with_output: bool
     ) -> None:
         """Write the input files (as root, with the run's gid), then send the program."""
+        if self.timed_out:  # the run limit came first and killed it
+            waiting.close_pipe()
+            return
         try:
             if not files or self.unpack_input_files(waiting, files):
                 write_all(waiting.pipe, WITH_OUTPUT_FOLDER if with_output else b"-")
                 write_all(waiting.pipe, program)
         except OSError:
-            pass  # it ended before it took its program (the run limit killed it): its status says
+            pass  # it ended before it took its program: its status and start-up output say why
         finally:
-            os.close(waiting.pipe)
+            waiting.close_pipe()
 
     def unpack_input_files(self, waiting: WaitingProgram, files: memoryview) -> bool:
         """Whether the input files are in (if not, the reason is on stderr)."""
@@ -252,13 +298,12 @@ class Supervisor:
 
     @staticmethod
     def end_waiting_program(waiting: WaitingProgram) -> None:
-        """The run is another language's: the interpreter started for a Python one goes."""
-        os.close(waiting.pipe)
-        try:
+        """The run is another language's, or the interpreter has ended: it goes, and the run
+        starts its program the usual way (which tells why, if it fails again)."""
+        waiting.close()
+        if not waiting.ended:
             os.kill(waiting.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(waiting.pid, 0)
+            os.waitpid(waiting.pid, 0)
 
     def open_workdir_to_the_group(self) -> None:
         """Become root with the run's gid, able to write the input files into the work dir.
@@ -285,7 +330,11 @@ class Supervisor:
         for support_path, text in runner.support_files:
             os.makedirs(os.path.dirname(support_path), 0o700, exist_ok=True)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            handle = os.open(support_path, flags, 0o400)
+            try:
+                handle = os.open(support_path, flags, 0o400)
+            except FileExistsError:  # written by an interpreter that waited and ended
+                os.unlink(support_path)
+                handle = os.open(support_path, flags, 0o400)
             write_all(handle, text.encode())
             os.close(handle)
 
@@ -333,7 +382,7 @@ class Supervisor:
         if runner is None:
             fail("no interpreter for language " + repr(header.language))
             return
-        if waiting is not None and waiting.language != header.language:
+        if waiting is not None and (waiting.language != header.language or waiting.has_ended()):
             self.end_waiting_program(waiting)
             waiting = None
         elif waiting is None and runner.waits_for_program:
@@ -369,6 +418,9 @@ class Supervisor:
         from .reaper import end_every_other_process
 
         status = self.wait_for(child)
+        if waiting is not None:
+            waiting.pass_on_startup_output()
+            waiting.close()
         self.running = False
         self.arm_watchdog()
         code = os.waitstatus_to_exitcode(status)
@@ -453,13 +505,12 @@ def stdin_from_null() -> None:
     os.close(null)
 
 
-def wait_on_pipe(program_read: int) -> None:
+def wait_on_pipe(program_read: int, startup_read: int, startup_write: int) -> None:
     """The descriptors of an interpreter that waits for its program (see :mod:`.runners`).
 
     The program's pipe, the container's stdout and stderr and the start-up pipe's read
     end go to their fixed numbers; 1 and 2 become the start-up pipe; stdin is /dev/null.
     """
-    startup_read, startup_write = os.pipe()
     sources = (program_read, 1, 2, startup_read, startup_write)
     # Copies above every target first: a source may sit on another one's target number.
     copies = [fcntl.fcntl(source, fcntl.F_DUPFD, 10) for source in sources]

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import secrets
+import shlex
 import tarfile
 from collections.abc import AsyncIterator, Iterator
 
@@ -41,6 +42,9 @@ print(json.dumps({
     "main_py": oct(os.stat(__file__).st_mode),
     "source_first_line": open(__file__).readline(),
 }))
+ticks = os.sysconf("SC_CLK_TCK")
+started = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / ticks
+print(float(open("/proc/uptime").read().split()[0]) - started)
 """
 
 FAILING = "x = 1\n\nraise ValueError('boom')\n"
@@ -82,14 +86,17 @@ async def test_the_program_meets_what_python3_main_py_gives_it(
 
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
-    seen = json.loads(result.stdout)
+    seen_line, age_line = result.stdout.splitlines()
+    if sandbox.config.pool_size:
+        # The program's process (its interpreter) started before the run came, a second ago.
+        assert float(age_line) > 0.5
+    seen = json.loads(seen_line)
     assert seen == {
         "file": "/workspace/main.py",
         "argv": ["/workspace/main.py"],
         "path0": "/workspace",
         "name": "__main__",
-        # The container's streams are pipes, not the pipe the interpreter started on
-        # swapped in under a stream that had decided otherwise.
+        # Pipes, as the container's streams are (the interpreter started on pipes too).
         "stdout_seekable": False,
         "stderr_seekable": False,
         "stdin": "",
@@ -175,10 +182,12 @@ async def test_input_files_and_the_output_folder_are_there_when_the_program_star
 async def test_a_bash_run_ends_the_python_interpreter_that_waited(
     docker_client: docker.DockerClient,
 ) -> None:
-    # Every process's command line, but the supervisor's (its own is the packed sources).
+    # Every process's command line, but the supervisor's (its own is the packed sources);
+    # then the sitecustomize only a Python interpreter that waited in this container wrote.
     listing = (
         'for status in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$status"; echo; done'
-        " | grep -v -- '-I -S -c' | grep -v '^$' | sort"
+        " | grep -v -- '-I -S -c' | grep -v '^$' | sort\n"
+        "ls /tmp/.sandcrew-site\n"
     )
     config = SandboxConfig(timeout=5.0, pool_size=1)
     async with DockerSandbox(config, docker_client=docker_client) as sandbox:
@@ -187,22 +196,20 @@ async def test_a_bash_run_ends_the_python_interpreter_that_waited(
 
     assert result.exit_code == 0, result.stderr
     commands = result.stdout.splitlines()
+    assert commands[-1] == "sitecustomize.py"
     assert not [command for command in commands if "python3 /workspace/main.py" in command]
     assert any("main.sh" in command for command in commands)
     assert python_after.stdout == "python still runs\n"
 
 
-@pytest.fixture(scope="module")
-def noisy_image() -> Iterator[str]:
-    """The sandbox image with a .pth file that prints on both streams at every Python start."""
-    client = docker.from_env()
-    tag = f"sandcrew-test/noisy-start:{secrets.token_hex(4)}"
+def image_with_pth(client: docker.DockerClient, line: str) -> str:
+    """The sandbox image with a .pth file holding ``line``, run at every Python start."""
+    tag = f"sandcrew-test/pth:{secrets.token_hex(4)}"
+    site_packages = "$(python3 -c 'import site; print(site.getsitepackages()[0])')"
     dockerfile = (
         f"FROM {IMAGE}\n"
         "USER 0:0\n"
-        'RUN echo \'import sys; print("noise on stdout"); print("noise on stderr", '
-        "file=sys.stderr)' > \"$(python3 -c 'import site; print(site.getsitepackages()[0])')"
-        '/noisy.pth"\n'
+        f"RUN printf '%s\\n' {shlex.quote(line)} > \"{site_packages}/sandcrew_test.pth\"\n"
         "USER 10001:10001\n"
     )
     context = io.BytesIO()
@@ -213,19 +220,36 @@ def noisy_image() -> Iterator[str]:
         archive.addfile(info, io.BytesIO(data))
     context.seek(0)
     client.images.build(fileobj=context, custom_context=True, tag=tag, pull=False, rm=True)
+    return tag
+
+
+@pytest.fixture(scope="module")
+def pth_images() -> Iterator[dict[str, str]]:
+    """A noisy image (its start prints on both streams) and a broken one (its start fails)."""
+    client = docker.from_env()
+    images = {
+        "noisy": image_with_pth(
+            client,
+            'import sys; print("noise on stdout"); print("noise on stderr", file=sys.stderr)',
+        ),
+        "broken": image_with_pth(
+            client, 'import os; os.write(2, b"this image is broken\\n"); os._exit(3)'
+        ),
+    }
     try:
-        yield tag
+        yield images
     finally:
-        with contextlib.suppress(docker.errors.APIError):
-            client.images.remove(tag, force=True)
+        for tag in images.values():
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(tag, force=True)
         client.close()
 
 
 @pytest.mark.parametrize("pool_size", [0, 1])
 async def test_what_the_interpreter_start_prints_goes_to_stderr_after_the_acknowledgement(
-    noisy_image: str, docker_client: docker.DockerClient, pool_size: int
+    pth_images: dict[str, str], docker_client: docker.DockerClient, pool_size: int
 ) -> None:
-    config = SandboxConfig(images={"python": noisy_image}, timeout=5.0, pool_size=pool_size)
+    config = SandboxConfig(images={"python": pth_images["noisy"]}, timeout=5.0, pool_size=pool_size)
     async with DockerSandbox(config, docker_client=docker_client) as sandbox:
         result = await served_by_a_waiting_member(sandbox, docker_client, "print('the program')")
 
@@ -234,3 +258,44 @@ async def test_what_the_interpreter_start_prints_goes_to_stderr_after_the_acknow
     assert result.exit_code == 0, result.stderr
     assert result.stdout == "the program\n"
     assert result.stderr == "noise on stdout\nnoise on stderr\n"
+
+
+@pytest.mark.parametrize("pool_size", [0, 1])
+async def test_an_interpreter_that_cannot_start_says_why_as_python3_would(
+    pth_images: dict[str, str], docker_client: docker.DockerClient, pool_size: int
+) -> None:
+    config = SandboxConfig(
+        images={"python": pth_images["broken"]}, timeout=5.0, pool_size=pool_size
+    )
+    async with DockerSandbox(config, docker_client=docker_client) as sandbox:
+        result = await served_by_a_waiting_member(sandbox, docker_client, "print('never')")
+
+    assert (result.exit_code, result.stdout, result.stderr) == (3, "", "this image is broken\n")
+
+
+async def test_a_pooled_run_whose_waiting_interpreter_was_killed_starts_its_program_anew(
+    docker_client: docker.DockerClient,
+) -> None:
+    # Killed as root from outside (as the OOM killer or an operator might): the run must not
+    # be lost to it, input files included (the dead interpreter left its sitecustomize).
+    kill_the_waiting_interpreter = [
+        "sh",
+        "-c",
+        "for status in /proc/[0-9]*/cmdline; do "
+        'if [ "$(tr "\\0" " " < "$status")" = "python3 /workspace/main.py " ]; then '
+        'pid=${status#/proc/}; kill -9 "${pid%/cmdline}"; echo killed; fi; done',
+    ]
+    config = SandboxConfig(timeout=5.0, pool_size=1)
+    async with DockerSandbox(config, docker_client=docker_client) as sandbox:
+        await asyncio.sleep(1.0)
+        [(run_id, container_id)] = waiting_members(docker_client).items()
+        execution = docker_client.api.exec_create(container_id, kill_the_waiting_interpreter)
+        told = docker_client.api.exec_start(execution["Id"]).decode()
+        await asyncio.sleep(0.2)
+        result = await sandbox.run(
+            "import os\nprint(open('in.txt').read(), os.getppid() != 1)", files={"in.txt": b"kept"}
+        )
+
+    assert told == "killed\n"
+    assert result.run_id == run_id
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "kept True\n", "")
