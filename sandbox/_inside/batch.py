@@ -51,6 +51,7 @@ import sys
 import time
 import traceback
 
+from .before_exec import raise_oom_score
 from .framing import (
     OUTCOME_ALONE,
     OUTCOME_ELSEWHERE,
@@ -148,8 +149,7 @@ def become_the_task(workdir: str, uid: int, language: str, nproc: int, address_s
     for number in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGXFSZ):
         signal.signal(number, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
-    with open("/proc/self/oom_score_adj", "w", encoding="ascii") as adjustment:
-        adjustment.write("1000")
+    raise_oom_score()
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     drop_to(uid, uid)

@@ -28,7 +28,6 @@ follows a link; commands run beside the interpreter (:mod:`.session_commands`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import selectors
@@ -39,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .before_exec import move_descriptors, raise_oom_score
 from .framing import write_all
 from .privileges import drop_to, make_undumpable
 from .reaper import end_every_other_process, remove_own_ipc_objects
@@ -281,16 +281,10 @@ class Supervisor:
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGINT, signal.SIGXFSZ):
             signal.signal(number, signal.SIG_DFL)
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")  # the OOM killer takes the interpreter, never the supervisor
+        raise_oom_score()
         null = os.open("/dev/null", os.O_RDWR)
-        targets = {0: null, **targets}
-        moved = {
-            target: fcntl.fcntl(source, fcntl.F_DUPFD, 10) for target, source in targets.items()
-        }
-        for target, source in moved.items():
-            os.dup2(source, target)
-        os.closerange(5, _MAX_FD)  # the moved copies too
+        move_descriptors({0: null, **targets})
+        os.closerange(5, _MAX_FD)
         drop_to(self.settings.uid, self.settings.gid)
         os.chdir(self.settings.workdir)
         os.umask(0o022)

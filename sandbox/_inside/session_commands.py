@@ -14,7 +14,6 @@ when the host sends it a signal.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import selectors
@@ -24,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .before_exec import move_descriptors, raise_oom_score
 from .privileges import drop_to
 from .session_protocol import COMMAND_END, COMMAND_OUTPUT, command_output
 
@@ -124,15 +124,9 @@ class Commands:
             for number in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGINT, signal.SIGXFSZ):
                 signal.signal(number, signal.SIG_DFL)
             os.setsid()
-            with open("/proc/self/oom_score_adj", "w") as handle:
-                handle.write("1000")
+            raise_oom_score()
             null = os.open("/dev/null", os.O_RDWR)
-            targets = {0: null, 1: out, 2: err}
-            moved = {
-                target: fcntl.fcntl(source, fcntl.F_DUPFD, 10) for target, source in targets.items()
-            }
-            for target, source in moved.items():
-                os.dup2(source, target)
+            move_descriptors({0: null, 1: out, 2: err})
             os.closerange(3, _MAX_FD)
             drop_to(self._uid, self._gid)
             os.chdir(folder)

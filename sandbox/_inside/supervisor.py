@@ -23,6 +23,7 @@ import select
 import sys
 import time
 
+from .before_exec import move_descriptors, raise_oom_score
 from .framing import (
     ACKNOWLEDGEMENT,
     artifacts_frame,
@@ -247,7 +248,9 @@ class Supervisor:
                 # First, so that whatever goes wrong from here on is told on the start-up
                 # pipe, never on the container's streams before the acknowledgement.
                 wait_on_pipe(program_read, startup_read, startup_write)
-                self.prepare_program_process()
+                raise_oom_score()
+                self.become_the_run_uid()
+                make_undumpable()  # until the exec: this copy of the supervisor may hold the nonce
                 os.chmod(self.workdir, 0o770)  # as on every run: open to the run's gid
                 self.write_support_files(runner)
                 self.exec_interpreter(runner, waits=True)
@@ -318,13 +321,6 @@ class Supervisor:
         os.chmod(self.workdir, 0o770)
         os.seteuid(0)
 
-    def prepare_program_process(self) -> None:
-        """As the program's process: first to go when memory runs out, then the run uid."""
-        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as adjustment:
-            adjustment.write("1000")
-        self.become_the_run_uid()
-        make_undumpable()  # until the exec: this copy of the supervisor may hold the nonce
-
     @staticmethod
     def write_support_files(runner: LanguageRunner) -> None:
         for support_path, text in runner.support_files:
@@ -349,8 +345,7 @@ class Supervisor:
     def become_the_program(
         self, runner: LanguageRunner, program: bytes, files: memoryview, with_output: bool
     ) -> None:
-        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as adjustment:
-            adjustment.write("1000")
+        raise_oom_score()
         self.open_workdir_to_the_group()
         if files:
             from .files import unpack_files
@@ -511,15 +506,16 @@ def wait_on_pipe(program_read: int, startup_read: int, startup_write: int) -> No
     The program's pipe, the container's stdout and stderr and the start-up pipe's read
     end go to their fixed numbers; 1 and 2 become the start-up pipe; stdin is /dev/null.
     """
-    sources = (program_read, 1, 2, startup_read, startup_write)
-    # Copies above every target first: a source may sit on another one's target number.
-    copies = [fcntl.fcntl(source, fcntl.F_DUPFD, 10) for source in sources]
-    targets = (PROGRAM_FD, STDOUT_FD, STDERR_FD, STARTUP_OUTPUT_FD, 1)
-    for copy, target in zip(copies, targets, strict=True):
-        os.dup2(copy, target)
-    os.dup2(copies[-1], 2)
-    for copy in copies:
-        os.close(copy)
+    move_descriptors(
+        {
+            PROGRAM_FD: program_read,
+            STDOUT_FD: 1,
+            STDERR_FD: 2,
+            STARTUP_OUTPUT_FD: startup_read,
+            1: startup_write,
+            2: startup_write,
+        }
+    )
     stdin_from_null()
 
 

@@ -13,7 +13,6 @@ import io
 import json
 import secrets
 import shlex
-import tarfile
 from collections.abc import AsyncIterator, Iterator
 
 import docker
@@ -212,14 +211,7 @@ def image_with_pth(client: docker.DockerClient, line: str) -> str:
         f"RUN printf '%s\\n' {shlex.quote(line)} > \"{site_packages}/sandcrew_test.pth\"\n"
         "USER 10001:10001\n"
     )
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as archive:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-    context.seek(0)
-    client.images.build(fileobj=context, custom_context=True, tag=tag, pull=False, rm=True)
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, pull=False, rm=True)
     return tag
 
 
