@@ -175,6 +175,82 @@ async def bare_python() -> AsyncIterator[Run]:
     yield BlockingRun(call)
 
 
+SUPERVISED_BY_PYTHON = (
+    "import os\n"
+    "child = os.fork()\n"
+    "if child == 0:\n"
+    f"    os.execvp('python3', ['python3', '-c', {PROGRAM!r}])\n"
+    "os.waitpid(child, 0)\n"
+)
+"""The least a run with a Python supervisor does: its interpreter starts, forks, and the
+child execs the program's own interpreter; nothing else (no header, no privileges, no
+trailer)."""
+
+
+def attached_throwaway(command: list[str]) -> Opener:
+    """A hardened throwaway run the way sandcrew's cold run talks to the engine: ``create``,
+    ``attach``, ``start``, the output read from the attach connection as soon as it comes,
+    the removal after it in the background (waited for when the opener closes)."""
+
+    @asynccontextmanager
+    async def opener() -> AsyncIterator[Run]:
+        import threading
+
+        client = _docker_client()
+        removals: list[threading.Thread] = []
+
+        def remove_later(container_id: str) -> None:
+            removal = threading.Thread(
+                target=lambda: client.api.remove_container(container_id, force=True, v=True)
+            )
+            removal.start()
+            removals.append(removal)
+
+        def call() -> str:
+            container = client.containers.create(
+                IMAGE, command, network_disabled=True, stdin_open=True, **hardened_options()
+            )
+            container_id = str(container.id)
+            try:
+                connection = client.api.attach_socket(
+                    container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+                )
+                try:
+                    container.start()
+                    return _stdout_line(getattr(connection, "_sock", connection))
+                finally:
+                    connection.close()
+            finally:
+                remove_later(container_id)
+
+        try:
+            yield BlockingRun(call)
+        finally:
+            for removal in removals:
+                removal.join()
+            client.close()
+
+    return opener
+
+
+def _stdout_line(connection: Any) -> str:
+    """The first line of stdout from an attach connection's frames (8-byte header each)."""
+    buffered, stdout = b"", b""
+    while b"\n" not in stdout:
+        chunk = connection.recv(1 << 16)
+        if not chunk:
+            raise RuntimeError(f"the container ended before a line: {stdout!r}")
+        buffered += chunk
+        while len(buffered) >= 8:
+            size = int.from_bytes(buffered[4:8], "big")
+            if len(buffered) < 8 + size:
+                break
+            if buffered[0] == 1:
+                stdout += buffered[8 : 8 + size]
+            buffered = buffered[8 + size :]
+    return _decoded(stdout.split(b"\n", 1)[0] + b"\n")
+
+
 @asynccontextmanager
 async def exec_into_running() -> AsyncIterator[Run]:
     client = _docker_client()

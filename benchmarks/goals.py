@@ -13,6 +13,13 @@ their runs alternating (one of each, then again), so that both meet the same loa
 - **session cell**: ``print(1)`` as a cell of a started session against the exec;
   goal ≤ 0.2×.
 
+Beside the cold goal, for information: the same engine calls as a cold run (``create``,
+``attach``, ``start``, the output read as it comes, the removal in the background) with
+none of sandcrew's work in the container, once with a Python supervisor that only forks
+and execs ``python3 -c print(1)`` (two interpreters, as every run with a Python supervisor
+and a real interpreter for its program) and once with a lone ``python3 -I -S -c
+print(1)``: how low a cold run can go on this engine at all.
+
 Beside the CLI's goal, for information: a process of the same interpreter that only
 imports the libraries the command line is built on (typer, pydantic-settings, Docker's
 SDK), against the same ``docker run``: the least any ``sandcrew`` command takes.
@@ -47,7 +54,9 @@ from _contenders import (
     LABEL,
     POOL_SIZE,
     PROGRAM,
+    SUPERVISED_BY_PYTHON,
     _sdk_throwaway,
+    attached_throwaway,
     cleanup,
     exec_into_running,
     machine_facts,
@@ -101,6 +110,7 @@ def as_call(run: Run) -> Call:
 
 async def timed(timings: Timings, call: Call, expected: str) -> None:
     started = time.perf_counter()
+    output: str | Exception
     try:
         output = await call()
     except Exception as exc:  # a failed run is data: counted and shown
@@ -187,18 +197,29 @@ async def measure(runs: int, warmup: int, console: Console) -> list[Goal]:
     goals = []
     sdk = Timings("SDK hardened throwaway")
     exec_floor = Timings("exec into a running container")
-    async with _sdk_throwaway({"network_disabled": True})() as sdk_run:
-        sdk_call = as_call(sdk_run)
+    two_interpreters = Timings("create, attach, start; a Python supervisor forks the program")
+    one_interpreter = Timings("create, attach, start; one python3 -I -S prints")
+    async with (
+        _sdk_throwaway({"network_disabled": True})() as sdk_run,
+        attached_throwaway(["python3", "-I", "-S", "-c", SUPERVISED_BY_PYTHON])() as supervised,
+        attached_throwaway(["python3", "-I", "-S", "-c", PROGRAM])() as alone,
+    ):
         with console.status("cold: sandcrew against the SDK's own sequence"):
             cold = Timings("sandcrew cold (DockerSandbox.run)")
             async with DockerSandbox(SandboxConfig()) as sandbox:
                 await alternate(
                     (cold, lambda: sandbox_output(sandbox)),
-                    (sdk, sdk_call),
+                    (sdk, as_call(sdk_run)),
+                    (two_interpreters, as_call(supervised)),
+                    (one_interpreter, as_call(alone)),
                     runs=runs,
                     warmup=warmup,
                 )
         goals.append(Goal("API cold run ÷ SDK hardened throwaway", cold, sdk, 0.8))
+        # How low a cold run can go at all, sandcrew's calls with none of its work: the
+        # program's interpreter after a Python supervisor's, and a lone interpreter.
+        goals.append(Goal("least with a Python supervisor ÷ SDK", two_interpreters, sdk, None))
+        goals.append(Goal("least with one interpreter ÷ SDK", one_interpreter, sdk, None))
 
     async with exec_into_running() as exec_run:
         exec_call = as_call(exec_run)
@@ -219,7 +240,7 @@ async def measure(runs: int, warmup: int, console: Console) -> list[Goal]:
             async with DockerSandbox() as sandbox, sandbox.session() as session:
 
                 async def one_cell() -> str:
-                    return (await session.run(PROGRAM)).stdout
+                    return str((await session.run(PROGRAM)).stdout)
 
                 await alternate((cell, one_cell), (cell_floor, exec_call), runs=runs, warmup=warmup)
         goals.append(Goal("session cell ÷ exec", cell, cell_floor, 0.2))

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
 import typer
-from rich.markup import escape
 
 from sandcrew.cli import _options as options, _output
 from sandcrew.cli._errors import Interrupted
@@ -172,6 +171,8 @@ def _read_at_most(file: BinaryIO, size: int, shown: str) -> bytes:
 
 
 def _print_status(result: ExecutionResult, *, saving: bool, where: str | None) -> None:
+    from rich.markup import escape  # after the result: it overlaps the container's removal
+
     reset_attributes(sys.stderr)
     status = _output.console(stderr=True, highlight=False)
     notes = []
