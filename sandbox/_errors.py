@@ -65,6 +65,15 @@ class CodeTooLargeError(UserError):
         self.limit = limit
 
 
+def code_not_text(code: str, error: UnicodeEncodeError) -> UserError:
+    """The refusal of code that holds a lone surrogate (a character without a UTF-8 form)."""
+    return UserError(
+        f"The code is not valid text: the character at position {error.start} "
+        f"({code[error.start]!r}) is a lone surrogate, which has no UTF-8 form; "
+        "remove it or decode the source with errors='replace'"
+    )
+
+
 class EmptyCodeError(UserError):
     """There is no code to run (empty or only whitespace)."""
 

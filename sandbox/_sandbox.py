@@ -18,7 +18,13 @@ import docker
 from ..core import UserError
 from ._config import SandboxConfig
 from ._deadlines import run_limit
-from ._errors import CodeTooLargeError, EmptyCodeError, SandboxError, UnsupportedLanguageError
+from ._errors import (
+    CodeTooLargeError,
+    EmptyCodeError,
+    SandboxError,
+    UnsupportedLanguageError,
+    code_not_text,
+)
 from ._execution import execute, judge
 from ._files import load_input_files
 from ._images import image_packages
@@ -371,11 +377,7 @@ class DockerSandbox(ClosedInThread):
         try:
             size = len(code.encode())
         except UnicodeEncodeError as exc:
-            raise UserError(
-                f"The code is not valid text: the character at position {exc.start} "
-                f"({code[exc.start]!r}) is a lone surrogate, which has no UTF-8 form; "
-                "remove it or decode the source with errors='replace'"
-            ) from None
+            raise code_not_text(code, exc) from None
         if size > self.config.max_code_bytes:
             raise CodeTooLargeError(size, self.config.max_code_bytes)
         return name, self.config.images[name], run_limit(self.config.timeout, timeout)

@@ -37,6 +37,7 @@ from ._errors import (
     SessionLostError,
     SessionTimeoutError,
     UnsupportedLanguageError,
+    code_not_text,
 )
 from ._files import files_below, read_input_file
 from ._inside import session_protocol as protocol
@@ -336,7 +337,10 @@ class DockerSession(Session):
     async def _begin(self, code: str, time_limit: float | None, context: str | None) -> _Cell:
         if not code.strip():
             raise EmptyCodeError()
-        program = code.encode("utf-8", errors="surrogateescape")
+        try:
+            program = code.encode("utf-8", errors="surrogateescape")
+        except UnicodeEncodeError as error:
+            raise code_not_text(code, error) from None
         limit = self.limits.cell_timeout if time_limit is None else time_limit
         if not 0 < limit <= 86_400:
             raise UserError(f"timeout must be > 0 and at most a day (got {time_limit})")

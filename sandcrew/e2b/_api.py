@@ -13,6 +13,7 @@ import hmac
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl, unquote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -125,8 +126,18 @@ class ControlPlane:
         return JSONResponse(self._detail(hosted))
 
     async def _list(self, request: Request) -> Response:
-        states = request.query_params.get("state", "running").split(",")
-        listed = [] if "running" not in states else self._registry.all()
+        query = request.query_params
+        states = query.get("state", "running").split(",")
+        wanted = _listed_metadata(query.get("metadata"))
+        template = query.get("template")
+        started_after = _moment(query.get("startedAfter"))
+        listed = [
+            hosted
+            for hosted in ([] if "running" not in states else self._registry.all())
+            if wanted.items() <= hosted.metadata.items()
+            and (template is None or hosted.template == template)
+            and (started_after is None or hosted.started_at > started_after)
+        ]
         return JSONResponse([self._detail(hosted) for hosted in listed])
 
     async def _set_timeout(self, request: Request) -> Response:
@@ -187,3 +198,21 @@ def _string_map(value: object, name: str) -> dict[str, str]:
     ):
         raise Refusal(400, f"{name} must map strings to strings")
     return dict(value)
+
+
+def _listed_metadata(query: str | None) -> dict[str, str]:
+    """The metadata a list asks for: ``k=v&...``, each key and value quoted once more by the
+    SDK before the whole was encoded as one query parameter."""
+    if not query:
+        return {}
+    return {unquote(key): unquote(value) for key, value in parse_qsl(query, keep_blank_values=True)}
+
+
+def _moment(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise Refusal(400, f"startedAfter must be an ISO 8601 time (got {text!r})") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

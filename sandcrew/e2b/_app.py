@@ -10,6 +10,7 @@ sandbox is killed and its container removed.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import secrets
@@ -39,7 +40,8 @@ from sandcrew.e2b._api import ControlPlane
 from sandcrew.e2b._envd import Envd
 from sandcrew.e2b._errors import json_error, not_implemented
 from sandcrew.e2b._interpreter import Interpreter
-from sandcrew.e2b._sandboxes import WORKDIR, SandboxRegistry, Templates
+from sandcrew.e2b._plane import TOKEN_HEADERS
+from sandcrew.e2b._sandboxes import WORKDIR, Refusal, SandboxRegistry, Templates
 from sandcrew.sandbox import DockerSandbox
 from sandcrew.settings import AppSettings
 
@@ -116,13 +118,39 @@ def build_app(settings: AppSettings, registry: SandboxRegistry, api_key: str) ->
     )
 
 
-class BodyGuard:
-    """ASGI middleware: a request body over ``max_body_bytes`` is refused unread (413);
-    anything but HTTP is refused."""
+ANONYMOUS_BODY_BYTES = 64 * 1024
+"""The most a request without the server's key or a sandbox's token may send: enough for
+any JSON the API takes, so that such clients cannot make the server hold large bodies."""
 
-    def __init__(self, app: AsgiApp, *, max_body_bytes: int) -> None:
+Credentials = Callable[[dict[bytes, bytes]], bool]
+"""Whether a request's headers carry the server's key or the token of the sandbox named."""
+
+
+def credentials_of(registry: SandboxRegistry, api_key: str) -> Credentials:
+    key = api_key.encode()
+
+    def carries_credentials(headers: dict[bytes, bytes]) -> bool:
+        if hmac.compare_digest(headers.get(b"x-api-key", b""), key):
+            return True
+        sandbox_id = headers.get(b"e2b-sandbox-id", b"").decode("latin-1")
+        try:
+            hosted = registry.get(sandbox_id)
+        except Refusal:
+            return False
+        tokens = (headers.get(name.encode()) for name in TOKEN_HEADERS)
+        return any(hosted.token_matches(token.decode("latin-1")) for token in tokens if token)
+
+    return carries_credentials
+
+
+class BodyGuard:
+    """ASGI middleware: a request body over ``max_body_bytes`` is refused unread (413), and
+    over :data:`ANONYMOUS_BODY_BYTES` without credentials; anything but HTTP is refused."""
+
+    def __init__(self, app: AsgiApp, *, max_body_bytes: int, credentials: Credentials) -> None:
         self._app = app
         self._max_body_bytes = max_body_bytes
+        self._credentials = credentials
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -132,9 +160,14 @@ class BodyGuard:
             await self._app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        bounded = await bounded_body(receive, headers, self._max_body_bytes)
+        limit = self._max_body_bytes
+        if not self._credentials(headers):
+            limit = min(limit, ANONYMOUS_BODY_BYTES)
+        bounded = await bounded_body(receive, headers, limit)
         if bounded is None:
-            message = f"request body larger than the server accepts ({self._max_body_bytes} bytes)"
+            message = f"request body larger than the server accepts ({limit} bytes)"
+            if limit < self._max_body_bytes:
+                message += " without the server's key or the sandbox's access token"
             body = json.dumps({"code": 413, "message": message}).encode()
             await send(
                 {
@@ -185,7 +218,11 @@ async def serve(
         settings.sessions,
         ceiling=ceiling,
     )
-    app = BodyGuard(build_app(settings, registry, key), max_body_bytes=settings.e2b.max_body_bytes)
+    app = BodyGuard(
+        build_app(settings, registry, key),
+        max_body_bytes=settings.e2b.max_body_bytes,
+        credentials=credentials_of(registry, key),
+    )
     server = _Server(app, host=host, port=port, on_listening=on_listening, api_key=key)
     try:
         await server.serve()

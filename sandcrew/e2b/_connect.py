@@ -120,7 +120,8 @@ def string_field(message: dict[str, Any], name: str, *, required: bool = True) -
 
 def timeout_seconds(header: str | None) -> float | None:
     """The call's deadline from ``Connect-Timeout-Ms`` (None: none, or not a number)."""
-    if header is None or not header.isdigit() or len(header) > 10:
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if header is None or not (header.isascii() and header.isdigit()) or len(header) > 10:
         return None
     milliseconds = int(header)
     return milliseconds / 1000 if milliseconds > 0 else None

@@ -37,8 +37,10 @@ LOST_STATE_ERROR = "InterpreterRestarted"
 
 
 def line(message: dict[str, Any]) -> bytes:
-    """One line of the answer."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """One line of the answer. A program's text may hold lone surrogates (``"\\ud800"``):
+    they go as JSON escapes, which UTF-8 cannot carry as they are."""
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", errors="backslashreplace") + b"\n"
 
 
 def encode_event(event: SessionEvent, *, clock: Callable[[], int] = time.time_ns) -> bytes:

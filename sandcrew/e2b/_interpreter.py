@@ -29,7 +29,7 @@ from sandcrew.e2b._sandboxes import (
     Refusal,
     SandboxRegistry,
 )
-from sandcrew.sandbox import SessionClosedError
+from sandcrew.sandbox import CellResult, SessionClosedError
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ class Interpreter:
             raise Refusal(400, not_implemented("environment variables per cell"))
         context: str | None = None
         if context_id is not None:
+            if not isinstance(context_id, str):
+                raise Refusal(400, "context_id must be a string")
             if context_id not in hosted.contexts:
                 raise Refusal(404, f"context {context_id!r} not found")
             context = None if context_id == DEFAULT_CONTEXT_ID else context_id
@@ -84,9 +86,7 @@ class Interpreter:
             raise Refusal(400, "code is empty")
         limit = min(self._max_cell_timeout, max(hosted.remaining(), 1.0))
         return WatchedStream(
-            _cell_lines(hosted, code, context=context, limit=limit),
-            media_type=NDJSON,
-            on_gone=lambda: _interrupt(hosted),
+            _cell_lines(hosted, code, context=context, limit=limit), media_type=NDJSON
         )
 
     async def _create_context(self, request: Request, hosted: HostedSandbox) -> Response:
@@ -130,13 +130,24 @@ class Interpreter:
 async def _cell_lines(
     hosted: HostedSandbox, code: str, *, context: str | None, limit: float
 ) -> AsyncGenerator[bytes]:
-    try:
-        async for event in hosted.session.stream(code, timeout=limit, context=context):
-            yield encode_event(event)
-    except UserError as refused:
-        yield error_line("ValueError", str(refused))
-    except SessionClosedError as ended:
-        yield error_line("SandboxError", f"the sandbox ended: {ended}")
+    # A sandbox's cells run one after the other. Its turn taken, this cell is the one the
+    # sandbox runs (or will run next): if its client goes away now, it is this cell that
+    # is interrupted, never one of another client's that ran before it.
+    async with hosted.cell_turn:
+        answered = False
+        try:
+            async for event in hosted.session.stream(code, timeout=limit, context=context):
+                answered = isinstance(event, CellResult)
+                yield encode_event(event)
+        except UserError as refused:
+            answered = True
+            yield error_line("ValueError", str(refused))
+        except SessionClosedError as ended:
+            answered = True
+            yield error_line("SandboxError", f"the sandbox ended: {ended}")
+        finally:
+            if not answered:
+                await asyncio.shield(_interrupt(hosted))
 
 
 async def _interrupt(hosted: HostedSandbox) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import itertools
 import logging
+import math
 import secrets
 import time
 import uuid
@@ -107,6 +108,8 @@ class HostedSandbox:
     commands: dict[int, RunningCommand] = field(default_factory=dict)
     pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     timer: asyncio.TimerHandle | None = None
+    cell_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by the request whose cell runs (or is sent next); the others wait for it."""
 
     def token_matches(self, offered: str | None) -> bool:
         return offered is not None and hmac.compare_digest(offered.encode(), self.token.encode())
@@ -160,9 +163,14 @@ class SandboxRegistry:
             return self._settings.default_timeout
         if isinstance(requested, bool) or not isinstance(requested, int | float):
             raise Refusal(400, f"timeout must be a number of seconds (got {requested!r})")
+        # JSON lets through NaN, Infinity and integers too large for a float.
+        if isinstance(requested, float) and not math.isfinite(requested):
+            raise Refusal(400, f"timeout must be a finite number of seconds (got {requested})")
         if requested <= 0:
             raise Refusal(400, f"timeout must be > 0 seconds (got {requested})")
-        return min(float(requested), self._settings.max_timeout)
+        if requested >= self._settings.max_timeout:
+            return self._settings.max_timeout
+        return float(requested)
 
     async def create(
         self,
@@ -226,7 +234,9 @@ class SandboxRegistry:
         if unsupported:
             raise Refusal(501, not_implemented(f"network {', '.join(unsupported)}"))
         denied = network.get("denyOut") or []
-        if not isinstance(denied, list) or not set(denied) <= ALL_TRAFFIC:
+        if not isinstance(denied, list) or not all(isinstance(item, str) for item in denied):
+            raise Refusal(400, "network.denyOut must be a list of addresses")
+        if not set(denied) <= ALL_TRAFFIC:
             raise Refusal(
                 501,
                 not_implemented(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import struct
+import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from e2b_code_interpreter import Sandbox
+from e2b_code_interpreter import Sandbox, SandboxQuery, TimeoutException
 
 from tests.e2b_server.helpers import E2bServer
 
@@ -128,3 +130,111 @@ def test_a_client_gone_mid_cell_interrupts_it(sandbox: Sandbox, server: E2bServe
     # The connection is closed: the cell was interrupted, the namespace is the same.
     after = sandbox.run_code("started", timeout=60)
     assert after.text == "True"
+
+
+def test_a_list_keeps_to_the_metadata_asked_for(e2b_env: E2bServer) -> None:
+    alice = Sandbox.create(metadata={"owner": "alice", "team": "a&b=c"})
+    bob = Sandbox.create(metadata={"owner": "bob"})
+    try:
+
+        def listed(**metadata: str) -> set[str]:
+            query = SandboxQuery(metadata=metadata)
+            return {info.sandbox_id for info in Sandbox.list(query=query).next_items()}
+
+        assert listed(owner="alice") == {alice.sandbox_id}
+        assert listed(owner="alice", team="a&b=c") == {alice.sandbox_id}
+        assert listed(owner="bob") == {bob.sandbox_id}
+        assert listed(owner="carol") == set()
+        assert {alice.sandbox_id, bob.sandbox_id} <= listed()
+    finally:
+        alice.kill()
+        bob.kill()
+
+
+def test_a_queued_cell_given_up_leaves_the_running_cell_alone(sandbox: Sandbox) -> None:
+    first: list[object] = []
+    running = threading.Thread(
+        target=lambda: first.append(
+            sandbox.run_code("import time\ntime.sleep(5)\nprint('first done')", timeout=60)
+        )
+    )
+    running.start()
+    try:
+        # Queued behind the first cell, whose client keeps waiting; this one gives up.
+        with pytest.raises(TimeoutException):
+            sandbox.run_code("print('second')", timeout=2)
+    finally:
+        running.join(60)
+    [execution] = first
+    assert execution.error is None, execution.error  # type: ignore[attr-defined]
+    assert execution.logs.stdout == ["first done\n"]  # type: ignore[attr-defined]
+
+
+def test_lone_surrogates_in_code_and_output_come_back_as_errors(
+    http: httpx.Client, sandbox: Sandbox
+) -> None:
+    raised = sandbox.run_code("raise ValueError('\\ud800')")
+    assert raised.error is not None
+    assert (raised.error.name, raised.error.value) == ("ValueError", "\ud800")
+    # The SDK cannot send such code (httpx encodes it as UTF-8); a JSON escape can.
+    headers = plane_headers(sandbox, **{"Content-Type": "application/json"})
+    sent = http.post("/execute", content=b'{"code": "text = \'\\ud800\'"}', headers=headers)
+    assert sent.status_code == 200
+    [line] = [json.loads(text) for text in sent.text.splitlines()]
+    assert (line["type"], line["name"]) == ("error", "ValueError")
+    assert "surrogate" in line["value"]
+
+
+def test_timeouts_that_are_not_finite_numbers_are_refused(
+    http: httpx.Client, server: E2bServer, sandbox: Sandbox
+) -> None:
+    key = {"X-API-KEY": server.api_key, "Content-Type": "application/json"}
+    at = f"/sandboxes/{sandbox.sandbox_id}/timeout"
+    for value in (b"NaN", b"Infinity", b"-Infinity"):
+        create = http.post("/sandboxes", content=b'{"templateID":"base","timeout":' + value + b"}")
+        assert create.status_code == 401  # no key: refused before anything else
+        create = http.post(
+            "/sandboxes", content=b'{"templateID":"base","timeout":' + value + b"}", headers=key
+        )
+        assert create.status_code == 400, value
+        assert http.post(at, content=b'{"timeout":' + value + b"}", headers=key).status_code == 400
+    # Larger than any float: the server's longest life, as for any timeout past it.
+    huge = b"1" + b"0" * 400
+    assert http.post(at, content=b'{"timeout":' + huge + b"}", headers=key).status_code == 204
+    assert http.get("/v2/sandboxes", headers=key).status_code == 200
+    assert http.get(f"/sandboxes/{sandbox.sandbox_id}", headers=key).status_code == 200
+
+
+def test_values_of_the_wrong_kind_are_refused(
+    http: httpx.Client, server: E2bServer, sandbox: Sandbox
+) -> None:
+    key = {"X-API-KEY": server.api_key}
+    for denied in ([{}], [["0.0.0.0/0"]]):
+        network = {"templateID": "base", "network": {"denyOut": denied}}
+        assert http.post("/sandboxes", json=network, headers=key).status_code == 400
+    for context_id in ([], {}, 5):
+        cell = {"code": "1", "context_id": context_id}
+        assert http.post("/execute", json=cell, headers=plane_headers(sandbox)).status_code == 400
+
+
+def test_without_credentials_only_a_small_body_is_read(
+    http: httpx.Client, server: E2bServer, sandbox: Sandbox
+) -> None:
+    body = b"x" * (100 * 1024)
+    for headers in ({}, {"X-API-KEY": "not-the-key-0123456789"}):
+        refused = http.post("/sandboxes", content=body, headers=headers)
+        assert refused.status_code == 413
+        assert "key" in refused.json()["message"]
+    wrong_token = plane_headers(sandbox, **{"X-Access-Token": "wrong"})
+    assert (
+        http.post("/files", params={"path": "a"}, content=body, headers=wrong_token).status_code
+        == 413
+    )
+    # With the key or the token the same body is read (and found to be no JSON, or written).
+    key = {"X-API-KEY": server.api_key, "Content-Type": "application/json"}
+    assert http.post("/sandboxes", content=body, headers=key).status_code == 400
+    written = http.post(
+        "/files", params={"path": "a.bin"}, content=body, headers=plane_headers(sandbox)
+    )
+    assert written.status_code == 200
+    assert sandbox.files.read("a.bin", format="bytes") == body

@@ -209,3 +209,6 @@ def test_the_call_deadline() -> None:
     assert timeout_seconds("0") is None
     assert timeout_seconds("-5") is None
     assert timeout_seconds("9" * 40) is None
+    # Digits of other scripts pass str.isdigit() but not int().
+    for header in ("\u00b2", "\u0663"):
+        assert timeout_seconds(header) is None

@@ -9,7 +9,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandcrew.errors import SessionFileError, SessionLimitError
+from sandcrew.errors import SessionFileError, SessionLimitError, UserError
 from sandcrew.sandbox import (
     CellResult,
     DisplayOutput,
@@ -93,6 +93,15 @@ async def test_an_error_is_reported_and_the_session_goes_on(session: Session) ->
     assert broken.error is not None
     assert broken.error.name == "SyntaxError"
     assert after.stdout == "1\n"
+
+
+async def test_code_with_a_lone_surrogate_is_refused_and_the_session_goes_on(
+    session: Session,
+) -> None:
+    with pytest.raises(UserError) as refused:
+        await session.run("text = '\ud800'")
+    assert "position 8 ('\\ud800') is a lone surrogate" in str(refused.value)
+    assert (await session.run("print('after')")).stdout == "after\n"
 
 
 async def test_an_interrupted_infinite_loop_keeps_what_came_before(session: Session) -> None:
