@@ -1,5 +1,6 @@
 """What every HTTP server of sandcrew (``sandcrew mcp``, ``sandcrew e2b``) does the same way:
-which hosts count as loopback, the listening socket, and request bodies read within a bound.
+which hosts count as loopback, the listening socket, a deadline for each request's head, and
+request bodies read within a bound.
 
 The servers are ASGI apps behind uvicorn; these helpers are plain functions over ASGI's
 ``receive`` so that each server's own guard stays a thin layer of its own rules.
@@ -7,10 +8,13 @@ The servers are ASGI apps behind uvicorn; these helpers are plain functions over
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sandcrew.core import ConfigurationError
 
@@ -19,6 +23,56 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+REQUEST_HEAD_SECONDS = 10.0
+"""How long a connection may take to send a whole request head, once open or answered."""
+
+
+class PromptRequests(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, with a deadline for each request's head.
+
+    A connection that opens, or has had its answer, and then sends no whole request head
+    within :data:`REQUEST_HEAD_SECONDS` is closed. uvicorn alone closes only keep-alive
+    connections that send nothing at all after an answer: connections that never send a
+    request, or send one byte at a time, would hold the server's connection slots (and
+    lock every client out) for as long as they stay open.
+    """
+
+    _head_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_a_head()
+
+    def handle_events(self) -> None:
+        cycle = self.cycle
+        super().handle_events()
+        if self.cycle is not cycle:  # a whole request head came
+            self._stop_waiting()
+
+    def on_response_complete(self) -> None:
+        # Before uvicorn goes on: a request already received starts at once and stops it.
+        self._await_a_head()
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+    def _await_a_head(self) -> None:
+        self._stop_waiting()
+        self._head_deadline = self.loop.call_later(REQUEST_HEAD_SECONDS, self._head_too_late)
+
+    def _stop_waiting(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_late(self) -> None:
+        self._head_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
 
 
 def is_loopback(host: str) -> bool:

@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from sandcrew._http_serving import (
     AsgiApp,
+    PromptRequests,
     Receive,
     Scope,
     Send,
@@ -265,6 +266,7 @@ class _Server(uvicorn.Server):
                 log_level="warning",
                 lifespan="off",
                 limit_concurrency=MAX_CONNECTIONS,
+                http=PromptRequests,
                 timeout_graceful_shutdown=STOP_GRACE,
             )
         )

@@ -29,7 +29,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from sandcrew._http_serving import base_url, bound_socket
+from sandcrew._http_serving import PromptRequests, base_url, bound_socket
 from sandcrew.core import ConfigurationError, SandcrewError, UserError
 from sandcrew.errors import CodeTooLargeError
 from sandcrew.functions import FunctionTool, ToolResult
@@ -318,6 +318,7 @@ class _HttpServer(uvicorn.Server):
                 lifespan="on",
                 # Connections and requests at once: past it a request gets 503 at once.
                 limit_concurrency=MAX_CONNECTIONS,
+                http=PromptRequests,
             )
         )
         self._on_listening = on_listening

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import struct
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from e2b_code_interpreter import Sandbox, SandboxQuery, TimeoutException
 
+from sandcrew._http_serving import REQUEST_HEAD_SECONDS
+from sandcrew.e2b._app import MAX_CONNECTIONS
 from tests.e2b_server.helpers import E2bServer
+from tests.slow_clients import closed_by_the_server, open_connection, trickle
 
 pytestmark = pytest.mark.docker
 
@@ -238,3 +242,25 @@ def test_without_credentials_only_a_small_body_is_read(
     )
     assert written.status_code == 200
     assert sandbox.files.read("a.bin", format="bytes") == body
+
+
+def test_silent_and_trickling_connections_are_closed_and_lock_no_one_out(
+    http: httpx.Client, server: E2bServer
+) -> None:
+    key = {"X-API-KEY": server.api_key}
+    silent = [open_connection(server.url) for _ in range(MAX_CONNECTIONS)]
+    trickling = open_connection(server.url)
+    try:
+        trickle(trickling)
+        time.sleep(0.5)
+        # Every connection slot is held: a client with the key is turned away for now.
+        assert http.get("/v2/sandboxes", headers=key).status_code == 503
+        within = REQUEST_HEAD_SECONDS + 10
+        started = time.monotonic()
+        for connection in [*silent, trickling]:
+            left = max(within - (time.monotonic() - started), 0.1)
+            assert closed_by_the_server(connection, within=left)
+        assert http.get("/v2/sandboxes", headers=key).status_code == 200
+    finally:
+        for connection in [*silent, trickling]:
+            connection.close()

@@ -16,9 +16,11 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from sandcrew._http_serving import REQUEST_HEAD_SECONDS
 from tests.mcp_server.helpers import http_mcp_server
 from tests.process import run_cli
 from tests.sandbox.helpers import our_containers, python_process, shared_client
+from tests.slow_clients import closed_by_the_server, open_connection, trickle
 
 pytestmark = pytest.mark.docker
 
@@ -44,6 +46,24 @@ async def wait_for_containers(pid: int, count: int, *, within: float = 60) -> No
     while len(our_containers(shared_client(), owner_pid=pid)) < count:
         assert time.monotonic() < deadline, f"fewer than {count} runs started"
         await asyncio.sleep(0.2)
+
+
+async def test_a_connection_without_a_whole_request_is_closed() -> None:
+    with http_mcp_server(env={"SANDCREW_MCP_AUTH_TOKEN": TOKEN}) as (url, _):
+        silent, trickling = open_connection(url), open_connection(url)
+        try:
+            trickle(trickling)
+            # Off the event loop: the checks block for up to the deadline.
+            within = REQUEST_HEAD_SECONDS + 10
+            for connection in (silent, trickling):
+                assert await asyncio.to_thread(closed_by_the_server, connection, within=within)
+        finally:
+            silent.close()
+            trickling.close()
+        async with http_session(url) as session:
+            result = await session.call_tool("run_code", {"code": "print(6 * 7)"})
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["stdout"] == "42\n"
 
 
 async def test_http_wants_the_bearer_token() -> None:
