@@ -19,7 +19,13 @@ from ._errors import (
 )
 from ._files import NotARegularFile, read_regular_file
 from ._lazy import lazy_exports
-from ._text import counted, describe_invalid_value, summarize_problem, trim_middle
+from ._text import (
+    counted,
+    describe_invalid_value,
+    environment_problem,
+    summarize_problem,
+    trim_middle,
+)
 
 __all__ = [
     "AsyncResource",
@@ -33,6 +39,7 @@ __all__ = [
     "UserError",
     "counted",
     "describe_invalid_value",
+    "environment_problem",
     "lazy_exports",
     "read_regular_file",
     "summarize_problem",

@@ -43,3 +43,20 @@ def summarize_problem(problem: Mapping[str, Any], *, whole: str) -> str:
 def counted(number: int, noun: str, plural: str | None = None) -> str:
     """``1 task``, ``2 tasks``: the noun agrees with the number (``plural`` when not ``+s``)."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def environment_problem(variables: Mapping[str, str]) -> str | None:
+    """What makes ``variables`` unfit as a process's environment, or None.
+
+    A name must be non-empty and hold neither ``=`` nor NUL; a value must hold no NUL:
+    the kernel's ``NAME=value`` strings cannot carry them.
+    """
+    for name, value in variables.items():
+        if not name or "=" in name or "\0" in name:
+            return (
+                "an environment variable's name must be non-empty, without '=' or NUL "
+                f"(got {name!r})"
+            )
+        if "\0" in value:
+            return f"the value of the environment variable {name} holds a NUL character"
+    return None

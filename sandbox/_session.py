@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from ..core import UserError
+from ..core import UserError, environment_problem
 from . import _exit
 from ._container import Launch, create_options
 from ._errors import (
@@ -479,6 +479,9 @@ class DockerSession(Session):
         the work folder (or ``cwd`` inside it); its output comes as it is written."""
         if not command.strip():
             raise EmptyCodeError()
+        problem = environment_problem(env or {})
+        if problem is not None:
+            raise UserError(problem)
         folder = self.workdir
         if cwd is not None:
             relative = self.file_path(cwd)

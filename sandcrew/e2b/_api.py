@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from sandcrew.core import environment_problem
 from sandcrew.e2b._errors import json_error, not_implemented
 from sandcrew.e2b._plane import json_object
 from sandcrew.e2b._sandboxes import HostedSandbox, Refusal, SandboxRegistry
@@ -105,6 +106,9 @@ class ControlPlane:
             )
         metadata = _string_map(body.get("metadata"), "metadata")
         env_vars = _string_map(body.get("envVars"), "envVars")
+        problem = environment_problem(env_vars)
+        if problem is not None:
+            raise Refusal(400, f"envVars: {problem}")
         hosts = self._registry.chosen_hosts(body.get("network"))
         timeout = self._registry.timeout_of(body.get("timeout"))
         hosted = await self._registry.create(

@@ -35,6 +35,8 @@ DEFAULT_TEMPLATE = "code-interpreter-v1"
 TEMPLATE_ALIASES = frozenset({DEFAULT_TEMPLATE, "code-interpreter", "base", "python"})
 """Templates served, all by the one image the server chose (see :class:`Templates`)."""
 DEFAULT_CONTEXT_ID = "default-python"
+MAX_CONTEXTS = 64
+"""Code contexts a sandbox holds at most, its default one included."""
 """The id of the namespace cells run in when they name no context."""
 LIFETIME_SLACK = 60.0
 _NETWORK_KEYS = frozenset({"allowOut", "denyOut"})
@@ -272,6 +274,12 @@ class SandboxRegistry:
         self._schedule(hosted)
 
     def new_context(self, hosted: HostedSandbox, *, cwd: str) -> CodeContext:
+        if len(hosted.contexts) >= MAX_CONTEXTS:
+            raise Refusal(
+                429,
+                f"a sandbox holds at most {MAX_CONTEXTS} code contexts (the default among them); "
+                "remove one first",
+            )
         context = CodeContext(str(uuid.uuid4()), cwd=cwd)
         hosted.contexts[context.id] = context
         return context

@@ -10,10 +10,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from e2b import InvalidArgumentException
 from e2b_code_interpreter import Sandbox, SandboxQuery, TimeoutException
 
 from sandcrew._http_serving import REQUEST_HEAD_SECONDS
 from sandcrew.e2b._app import MAX_CONNECTIONS
+from sandcrew.e2b._sandboxes import MAX_CONTEXTS
 from tests.e2b_server.helpers import E2bServer
 from tests.slow_clients import closed_by_the_server, open_connection, trickle
 
@@ -264,3 +266,32 @@ def test_silent_and_trickling_connections_are_closed_and_lock_no_one_out(
     finally:
         for connection in [*silent, trickling]:
             connection.close()
+
+
+def test_environment_variables_no_process_can_have_are_refused(
+    http: httpx.Client, server: E2bServer, sandbox: Sandbox
+) -> None:
+    key = {"X-API-KEY": server.api_key}
+    for env in ({"": "x"}, {"A=B": "1"}, {"A": "1\0"}):
+        create = {"templateID": "base", "envVars": env}
+        refused = http.post("/sandboxes", json=create, headers=key)
+        assert refused.status_code == 400
+        assert "environment variable" in refused.json()["message"]
+    with pytest.raises(InvalidArgumentException, match="environment variable"):
+        sandbox.commands.run("true", envs={"A=B": "1"})
+    assert sandbox.commands.run("echo $A", envs={"A": "fine"}).stdout == "fine\n"
+
+
+def test_a_sandbox_holds_a_bounded_number_of_contexts(http: httpx.Client, sandbox: Sandbox) -> None:
+    headers = plane_headers(sandbox)
+    made = []
+    for _ in range(MAX_CONTEXTS - 1):  # the default context is one of them
+        answer = http.post("/contexts", json={"language": "python"}, headers=headers)
+        assert answer.status_code == 200
+        made.append(answer.json()["id"])
+    refused = http.post("/contexts", json={"language": "python"}, headers=headers)
+    assert refused.status_code == 429
+    assert f"at most {MAX_CONTEXTS}" in refused.text
+    assert http.delete(f"/contexts/{made[0]}", headers=headers).status_code == 204
+    again = http.post("/contexts", json={"language": "python"}, headers=headers)
+    assert again.status_code == 200

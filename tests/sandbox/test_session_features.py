@@ -115,6 +115,13 @@ async def test_a_command_s_folder_must_be_inside_the_work_folder(session: Sessio
         await session.run_command("   ")
 
 
+async def test_a_command_s_environment_must_be_one_a_process_can_have(session: Session) -> None:
+    for env in ({"": "x"}, {"A=B": "1"}, {"A\0B": "1"}, {"A": "1\0"}):
+        with pytest.raises(UserError, match="environment variable"):
+            await session.run_command("true", env=env)
+    assert (await session.run_command("echo $A", env={"A": "fine"})).stdout == "fine\n"
+
+
 async def test_file_operations_never_leave_the_work_folder(session: Session) -> None:
     await session.put_file("/workspace/a/b.txt", b"one")
     made = await session.make_dir("a/c")
