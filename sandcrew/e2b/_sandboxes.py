@@ -35,9 +35,9 @@ DEFAULT_TEMPLATE = "code-interpreter-v1"
 TEMPLATE_ALIASES = frozenset({DEFAULT_TEMPLATE, "code-interpreter", "base", "python"})
 """Templates served, all by the one image the server chose (see :class:`Templates`)."""
 DEFAULT_CONTEXT_ID = "default-python"
+"""The id of the namespace cells run in when they name no context."""
 MAX_CONTEXTS = 64
 """Code contexts a sandbox holds at most, its default one included."""
-"""The id of the namespace cells run in when they name no context."""
 LIFETIME_SLACK = 60.0
 _NETWORK_KEYS = frozenset({"allowOut", "denyOut"})
 """What a create's ``network`` may set here; the rest (rules, DNS servers, public traffic,
