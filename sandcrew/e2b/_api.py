@@ -10,7 +10,7 @@ message saying so.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote
@@ -77,8 +77,7 @@ class ControlPlane:
 
     def authorized(self, request: Request) -> Response | None:
         """None when the request carries the server's key; else the SDK's 401."""
-        offered = request.headers.get("x-api-key", "").encode()
-        if hmac.compare_digest(offered, self._api_key):
+        if key_offered(request.headers, self._api_key):
             return None
         return json_error(
             401, "invalid API key: send the key `sandcrew e2b` printed as E2B_API_KEY"
@@ -192,6 +191,11 @@ def _created(hosted: HostedSandbox) -> dict[str, Any]:
         "trafficAccessToken": hosted.token,
         "domain": None,
     }
+
+
+def key_offered(headers: Mapping[str, str], api_key: bytes) -> bool:
+    """Whether ``headers`` carry the server's key (compared in constant time)."""
+    return hmac.compare_digest(headers.get("x-api-key", "").encode(), api_key)
 
 
 def _string_map(value: object, name: str) -> dict[str, str]:

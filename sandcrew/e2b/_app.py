@@ -10,7 +10,6 @@ sandbox is killed and its container removed.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import secrets
@@ -22,6 +21,7 @@ from types import FrameType
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -37,11 +37,11 @@ from sandcrew._http_serving import (
     is_loopback,
 )
 from sandcrew.core import ConfigurationError
-from sandcrew.e2b._api import ControlPlane
+from sandcrew.e2b._api import ControlPlane, key_offered
 from sandcrew.e2b._envd import Envd
 from sandcrew.e2b._errors import json_error, not_implemented
 from sandcrew.e2b._interpreter import Interpreter
-from sandcrew.e2b._plane import TOKEN_HEADERS
+from sandcrew.e2b._plane import token_offered
 from sandcrew.e2b._sandboxes import WORKDIR, Refusal, SandboxRegistry, Templates
 from sandcrew.sandbox import DockerSandbox
 from sandcrew.settings import AppSettings
@@ -123,23 +123,22 @@ ANONYMOUS_BODY_BYTES = 64 * 1024
 """The most a request without the server's key or a sandbox's token may send: enough for
 any JSON the API takes, so that such clients cannot make the server hold large bodies."""
 
-Credentials = Callable[[dict[bytes, bytes]], bool]
+Credentials = Callable[[Headers], bool]
 """Whether a request's headers carry the server's key or the token of the sandbox named."""
 
 
 def credentials_of(registry: SandboxRegistry, api_key: str) -> Credentials:
+    """The check of either plane's credentials, the same the planes make themselves."""
     key = api_key.encode()
 
-    def carries_credentials(headers: dict[bytes, bytes]) -> bool:
-        if hmac.compare_digest(headers.get(b"x-api-key", b""), key):
+    def carries_credentials(headers: Headers) -> bool:
+        if key_offered(headers, key):
             return True
-        sandbox_id = headers.get(b"e2b-sandbox-id", b"").decode("latin-1")
         try:
-            hosted = registry.get(sandbox_id)
+            hosted = registry.get(headers.get("e2b-sandbox-id", ""))
         except Refusal:
             return False
-        tokens = (headers.get(name.encode()) for name in TOKEN_HEADERS)
-        return any(hosted.token_matches(token.decode("latin-1")) for token in tokens if token)
+        return token_offered(hosted, headers)
 
     return carries_credentials
 
@@ -162,7 +161,7 @@ class BodyGuard:
             return
         headers = dict(scope.get("headers") or [])
         limit = self._max_body_bytes
-        if not self._credentials(headers):
+        if not self._credentials(Headers(scope=scope)):
             limit = min(limit, ANONYMOUS_BODY_BYTES)
         bounded = await bounded_body(receive, headers, limit)
         if bounded is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -39,10 +39,14 @@ def sandbox_of(
         hosted = registry.get(sandbox_id)
     except Refusal as refused:
         return error(SANDBOX_NOT_FOUND_STATUS, refused.message)
-    offered = [request.headers.get(name) for name in TOKEN_HEADERS]
-    if not any(hosted.token_matches(token) for token in offered):
+    if not token_offered(hosted, request.headers):
         return error(401, "wrong or missing access token for this sandbox")
     return hosted
+
+
+def token_offered(hosted: HostedSandbox, headers: Mapping[str, str]) -> bool:
+    """Whether ``headers`` carry ``hosted``'s access token, in either header the SDK uses."""
+    return any(hosted.token_matches(headers.get(name)) for name in TOKEN_HEADERS)
 
 
 PlaneHandler = Callable[[Request, HostedSandbox], Awaitable["Response | WatchedStream"]]
