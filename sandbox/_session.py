@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import functools
 import itertools
 import json
+import logging
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -74,7 +76,11 @@ _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _ANSWER_SLACK = 15.0
 _FILE_ANSWER_SECONDS = 60.0
 _FRAME_ALLOWANCE = 1024 * 1024
+_ABANDONED_INTERRUPT_SECONDS = 10.0
+"""How long an abandoned cell's interrupt may take to be asked (never its end)."""
 _T = TypeVar("_T")
+
+logger = logging.getLogger(__name__)
 
 
 class _Cell:
@@ -311,20 +317,34 @@ class DockerSession(Session):
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - the cell's limit, enforced inside
         context: str | None = None,
-    ) -> AsyncIterator[SessionEvent]:
+        interrupt_if_abandoned: bool = False,
+    ) -> AsyncGenerator[SessionEvent]:
         """Run one cell: its output and display outputs as they come, then its :class:`CellResult`.
 
         Stopping the iteration early does not stop the cell: it runs to its end
-        (or its limit) and the next cell waits for it.
+        (or its limit) and the next cell waits for it; with ``interrupt_if_abandoned``
+        it is interrupted (a cell still waiting for its turn is never started).
         """
         cell = await self._begin(code, timeout, context)
-        while True:
-            event = await cell.events.get()
-            if isinstance(event, BaseException):
-                raise event
-            yield event
-            if isinstance(event, CellResult):
-                return
+        ended = False
+        try:
+            while True:
+                event = await cell.events.get()
+                if isinstance(event, BaseException):
+                    ended = True
+                    raise event
+                ended = isinstance(event, CellResult)
+                yield event
+                if ended:
+                    return
+        finally:
+            if interrupt_if_abandoned and not ended and self._cell is cell:
+                await asyncio.shield(self._interrupt_abandoned())
+
+    async def _interrupt_abandoned(self) -> None:
+        with contextlib.suppress(SessionClosedError, UserError, OSError, TimeoutError):
+            await asyncio.wait_for(self.interrupt(), _ABANDONED_INTERRUPT_SECONDS)
+        logger.info("a cell's consumer went away before its end; the cell was interrupted")
 
     async def _forget_context(self, name: str, *, drop: bool) -> None:
         # Both are sent with the next cell.

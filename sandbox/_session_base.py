@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import inspect
 import posixpath
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -82,8 +82,14 @@ class Session(ClosedAtExit):
         *,
         timeout: float | None = None,
         context: str | None = None,
-    ) -> AsyncIterator[SessionEvent]:
-        """Run one cell: its output and display outputs as they come, then its result."""
+        interrupt_if_abandoned: bool = False,
+    ) -> AsyncGenerator[SessionEvent]:
+        """Run one cell: its output and display outputs as they come, then its result.
+
+        ``interrupt_if_abandoned``: when the iteration stops before the result (the
+        consumer cancelled, or the generator closed), the cell is interrupted if it is
+        running; a cell still waiting for its turn is never started.
+        """
 
     @abc.abstractmethod
     async def interrupt(self) -> None:

@@ -8,9 +8,7 @@ Only Python runs here; other languages answer that they are not served.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import posixpath
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
@@ -29,9 +27,7 @@ from sandcrew.e2b._sandboxes import (
     Refusal,
     SandboxRegistry,
 )
-from sandcrew.sandbox import CellResult, SessionClosedError
-
-logger = logging.getLogger(__name__)
+from sandcrew.sandbox import SessionClosedError
 
 NDJSON = "application/x-ndjson"
 LANGUAGES = ("python", None)
@@ -130,28 +126,16 @@ class Interpreter:
 async def _cell_lines(
     hosted: HostedSandbox, code: str, *, context: str | None, limit: float
 ) -> AsyncGenerator[bytes]:
-    # A sandbox's cells run one after the other. Its turn taken, this cell is the one the
-    # sandbox runs (or will run next): if its client goes away now, it is this cell that
-    # is interrupted, never one of another client's that ran before it.
-    async with hosted.cell_turn:
-        answered = False
-        try:
-            async for event in hosted.session.stream(code, timeout=limit, context=context):
-                answered = isinstance(event, CellResult)
+    # A client that goes away before its cell's end has that cell interrupted (the state
+    # stays); a cell still queued behind another client's is never started.
+    events = hosted.session.stream(
+        code, timeout=limit, context=context, interrupt_if_abandoned=True
+    )
+    try:
+        async with contextlib.aclosing(events):
+            async for event in events:
                 yield encode_event(event)
-        except UserError as refused:
-            answered = True
-            yield error_line("ValueError", str(refused))
-        except SessionClosedError as ended:
-            answered = True
-            yield error_line("SandboxError", f"the sandbox ended: {ended}")
-        finally:
-            if not answered:
-                await asyncio.shield(_interrupt(hosted))
-
-
-async def _interrupt(hosted: HostedSandbox) -> None:
-    """The client of a running cell went away: interrupt the cell (the state stays)."""
-    with contextlib.suppress(SessionClosedError, UserError, OSError):
-        await asyncio.wait_for(hosted.session.interrupt(), 10)
-    logger.info("sandbox %s: a cell's client went away; the cell was interrupted", hosted.id)
+    except UserError as refused:
+        yield error_line("ValueError", str(refused))
+    except SessionClosedError as ended:
+        yield error_line("SandboxError", f"the sandbox ended: {ended}")

@@ -110,8 +110,6 @@ class HostedSandbox:
     commands: dict[int, RunningCommand] = field(default_factory=dict)
     pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     timer: asyncio.TimerHandle | None = None
-    cell_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
-    """Held by the request whose cell runs (or is sent next); the others wait for it."""
 
     def token_matches(self, offered: str | None) -> bool:
         return offered is not None and hmac.compare_digest(offered.encode(), self.token.encode())

@@ -15,7 +15,7 @@ import asyncio
 import posixpath
 import secrets
 import signal
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, Self
@@ -186,7 +186,8 @@ class ScriptedSession(Session):
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - mirrors the protocol
         context: str | None = None,
-    ) -> AsyncIterator[SessionEvent]:
+        interrupt_if_abandoned: bool = False,
+    ) -> AsyncGenerator[SessionEvent]:
         if not code.strip():
             raise EmptyCodeError()
         limit = self.limits.cell_timeout if timeout is None else timeout
@@ -200,12 +201,17 @@ class ScriptedSession(Session):
         count = None if scripted.state_lost else self.execution_count + 1
         self.execution_count = count or 0
         await asyncio.sleep(0)
-        if scripted.stdout:
-            yield OutputEvent(stream="stdout", text=scripted.stdout)
-        if scripted.stderr:
-            yield OutputEvent(stream="stderr", text=scripted.stderr)
-        for output in scripted.outputs:
-            yield output
+        try:
+            if scripted.stdout:
+                yield OutputEvent(stream="stdout", text=scripted.stdout)
+            if scripted.stderr:
+                yield OutputEvent(stream="stderr", text=scripted.stderr)
+            for output in scripted.outputs:
+                yield output
+        except GeneratorExit:
+            if interrupt_if_abandoned:
+                self.interrupts += 1  # as the real session interrupts a cell left before its end
+            raise
         if scripted.ends_session is not None:
             self._closed_by = SessionClosedError(f"The session ended: {scripted.ends_session}")
         yield CellResult(

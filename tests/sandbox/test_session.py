@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -102,6 +103,33 @@ async def test_code_with_a_lone_surrogate_is_refused_and_the_session_goes_on(
         await session.run("text = '\ud800'")
     assert "position 8 ('\\ud800') is a lone surrogate" in str(refused.value)
     assert (await session.run("print('after')")).stdout == "after\n"
+
+
+async def test_an_abandoned_stream_interrupts_its_own_cell_when_asked(session: Session) -> None:
+    slow = "import time\nstarted = True\nprint('go', flush=True)\ntime.sleep(600)"
+    # A limit far beyond the wait below: only the interrupt ends the cell in time.
+    events = session.stream(slow, timeout=600, interrupt_if_abandoned=True)
+    async with contextlib.aclosing(events):
+        async for event in events:
+            assert isinstance(event, OutputEvent)
+            break  # its first output: the cell runs, and is left
+    after = await asyncio.wait_for(session.run("print(started)"), 60)
+    assert after.stdout == "True\n"
+
+
+async def test_a_queued_stream_abandoned_leaves_the_running_cell_alone(session: Session) -> None:
+    first = asyncio.create_task(session.run("import time\ntime.sleep(3)\nprint('first done')"))
+    await asyncio.sleep(1)
+    second = session.stream("print('second')", interrupt_if_abandoned=True)
+    waiting = asyncio.create_task(anext(second))
+    await asyncio.sleep(0.5)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    done = await asyncio.wait_for(first, 60)
+    assert done.error is None
+    assert done.stdout == "first done\n"
+    assert (await session.run("print('next')")).stdout == "next\n"
 
 
 async def test_an_interrupted_infinite_loop_keeps_what_came_before(session: Session) -> None:

@@ -6,6 +6,7 @@ real session refuses, so that a front end's test on it fails where the front end
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from pathlib import Path
 
@@ -129,6 +130,18 @@ async def test_outcomes_follow_the_one_exit_code_rule_and_a_lost_state_resets_th
     assert results[2].error == error
     # A fresh interpreter counts from one again; the lost cell has no count of its own.
     assert [result.execution_count for result in results] == [1, 2, 3, None, 1]
+
+
+async def test_a_stream_left_before_its_result_counts_an_interrupt_only_when_asked() -> None:
+    session = await started(ScriptedSession([ScriptedCell(stdout="out\n")] * 3))
+    for asked, left in ((True, True), (False, True), (True, False)):
+        events = session.stream("cell", interrupt_if_abandoned=asked)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if left:
+                    break
+                assert isinstance(event, OutputEvent | CellResult)
+    assert session.interrupts == 1
 
 
 async def test_restart_gives_a_fresh_count_and_interrupts_are_counted() -> None:
