@@ -217,7 +217,7 @@ def attached_throwaway(command: list[str]) -> Opener:
                 )
                 try:
                     container.start()
-                    return _stdout_line(getattr(connection, "_sock", connection))
+                    return _stdout_line(connection)
                 finally:
                     connection.close()
             finally:
@@ -234,21 +234,16 @@ def attached_throwaway(command: list[str]) -> Opener:
 
 
 def _stdout_line(connection: Any) -> str:
-    """The first line of stdout from an attach connection's frames (8-byte header each)."""
-    buffered, stdout = b"", b""
-    while b"\n" not in stdout:
-        chunk = connection.recv(1 << 16)
-        if not chunk:
-            raise RuntimeError(f"the container ended before a line: {stdout!r}")
-        buffered += chunk
-        while len(buffered) >= 8:
-            size = int.from_bytes(buffered[4:8], "big")
-            if len(buffered) < 8 + size:
-                break
-            if buffered[0] == 1:
-                stdout += buffered[8 : 8 + size]
-            buffered = buffered[8 + size :]
-    return _decoded(stdout.split(b"\n", 1)[0] + b"\n")
+    """The first line of stdout from an attach connection (the SDK's frame reader)."""
+    from docker.utils.socket import STDOUT, frames_iter
+
+    stdout = b""
+    for stream, data in frames_iter(connection, tty=False):  # type: ignore[no-untyped-call]
+        if stream == STDOUT:
+            stdout += data
+            if b"\n" in stdout:
+                return _decoded(stdout.split(b"\n", 1)[0] + b"\n")
+    raise RuntimeError(f"the container ended before a line: {stdout!r}")
 
 
 @asynccontextmanager
