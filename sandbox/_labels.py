@@ -13,6 +13,9 @@ CREATED_AT_LABEL = "sandcrew.created-at"
 DEADLINE_LABEL = "sandcrew.deadline"
 OWNER_PID_LABEL = "sandcrew.owner-pid"
 OWNER_HOST_LABEL = "sandcrew.owner-host"
+OWNER_STARTED_LABEL = "sandcrew.owner-started"
+"""When the owner process started (clock ticks after boot): a pid the kernel has since
+handed to another process does not pass for the owner."""
 POOLED_LABEL = "sandcrew.pooled"
 """``"true"`` on containers started ahead of their run by a pool."""
 
@@ -45,6 +48,22 @@ def _pid_namespace() -> str:
         return "unknown-pidns"
 
 
+def process_status(pid: int) -> tuple[str, str] | None:
+    """A process's state letter and start time (clock ticks after boot), from ``/proc``;
+    ``None`` where it cannot be read (no such process, no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The fields after the command name, which is in parentheses and may hold any byte:
+    # the state is the stat's third field, the start time its twenty-second.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if len(fields) < 20:
+        return None
+    return fields[0].decode("ascii", "replace"), fields[19].decode("ascii", "replace")
+
+
 def container_labels(
     *, run_id: str, created_at: float, deadline: float, pooled: bool = False
 ) -> dict[str, str]:
@@ -57,6 +76,9 @@ def container_labels(
         OWNER_PID_LABEL: str(os.getpid()),
         OWNER_HOST_LABEL: owner_host(),
     }
+    own = process_status(os.getpid())
+    if own is not None:
+        labels[OWNER_STARTED_LABEL] = own[1]
     if pooled:
         labels[POOLED_LABEL] = "true"
     return labels

@@ -14,8 +14,10 @@ from ._labels import (
     DEADLINE_LABEL,
     OWNER_HOST_LABEL,
     OWNER_PID_LABEL,
+    OWNER_STARTED_LABEL,
     PRODUCT_FILTER,
     owner_host,
+    process_status,
 )
 
 
@@ -24,7 +26,8 @@ def reap_orphans(client: docker.DockerClient, *, now: float | None = None) -> li
 
     A container is orphaned when its deadline label has passed (its run is
     surely over, whoever owns it) or when its owner process, on this host, is
-    gone (a zombie owner counts as gone). Containers of live owners within their
+    gone: a zombie owner counts as gone, and so does a pid that now belongs to a
+    process started after the owner. Containers of live owners within their
     deadline are left alone.
     """
     moment = time.time() if now is None else now
@@ -63,7 +66,7 @@ def _is_orphan(labels: dict[str, str], now: float) -> bool:
     if labels.get(OWNER_HOST_LABEL) != owner_host():
         return False
     pid = _number(labels.get(OWNER_PID_LABEL))
-    return pid is not None and not _process_alive(int(pid))
+    return pid is not None and not _owner_alive(int(pid), labels.get(OWNER_STARTED_LABEL))
 
 
 def _number(text: str | None) -> float | None:
@@ -75,8 +78,9 @@ def _number(text: str | None) -> float | None:
         return None
 
 
-def _process_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process; a zombie (dead, not yet reaped) counts as dead."""
+def _owner_alive(pid: int, started: str | None) -> bool:
+    """Whether the process that labelled a container as ``pid`` (started at ``started``, when
+    the label says) still lives; a zombie (dead, not yet reaped) counts as dead."""
     if pid <= 0:
         return False
     try:
@@ -85,15 +89,12 @@ def _process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         pass  # alive, owned by another user
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return False  # no /proc (or it just ended): kill() already said it exists
-    # The state follows the command name, which is in parentheses and may hold any byte.
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return bool(fields) and fields[0] in (b"Z", b"X")
+    status = process_status(pid)
+    if status is None:
+        return True  # no /proc (or it just ended): kill() already said it exists
+    state, start = status
+    if state in ("Z", "X"):
+        return False
+    # Pids are reused (32768 of them on many machines): the same pid started at
+    # another moment is another process.
+    return started is None or started == start

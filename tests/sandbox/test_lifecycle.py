@@ -21,8 +21,10 @@ from sandcrew.sandbox._deadlines import WATCHDOG_GRACE
 from sandcrew.sandbox._labels import (
     OWNER_HOST_LABEL,
     OWNER_PID_LABEL,
+    OWNER_STARTED_LABEL,
     container_labels,
     owner_host,
+    process_status,
 )
 from sandcrew.sandbox.host import reap_orphans
 from tests.sandbox.conftest import IMAGE
@@ -352,6 +354,45 @@ def test_owners_in_another_pid_namespace_are_not_taken_for_dead(
         for container_id in created:
             with contextlib.suppress(docker.errors.NotFound):
                 docker_client.api.remove_container(container_id, force=True)
+
+
+def test_a_dead_owners_pid_given_to_a_newer_process_does_not_keep_its_container(
+    docker_client: docker.DockerClient,
+) -> None:
+    labels = container_labels(run_id="own", created_at=time.time(), deadline=time.time() + 600)
+    own_status = process_status(os.getpid())
+    assert own_status is not None
+    assert labels[OWNER_STARTED_LABEL] == own_status[1]
+    # The kernel hands out pids again (32768 of them here): a live process stands in for
+    # the newer holder of a dead owner's pid.
+    with subprocess.Popen(["sleep", "120"]) as newer:
+        newer_status = process_status(newer.pid)
+        assert newer_status is not None
+        started = int(newer_status[1])
+        owners = {
+            "dead": {OWNER_STARTED_LABEL: str(started - 1)},  # that pid, an earlier process
+            "alive": {OWNER_STARTED_LABEL: str(started)},
+            "unknown": {},  # labelled before start times were: judged by the pid alone
+        }
+        created: dict[str, str] = {}
+        try:
+            for name, extra in owners.items():
+                labels = container_labels(
+                    run_id=f"reuse-{name}", created_at=time.time(), deadline=time.time() + 600
+                )
+                labels.pop(OWNER_STARTED_LABEL, None)
+                labels |= {OWNER_PID_LABEL: str(newer.pid), **extra}
+                made = docker_client.api.create_container(IMAGE, ["true"], labels=labels)
+                created[name] = made["Id"]
+            reap_orphans(docker_client)
+            assert not container_exists(docker_client, created["dead"])
+            assert container_exists(docker_client, created["alive"])
+            assert container_exists(docker_client, created["unknown"])
+        finally:
+            newer.kill()
+            for container_id in created.values():
+                with contextlib.suppress(docker.errors.NotFound):
+                    docker_client.api.remove_container(container_id, force=True)
 
 
 def _a_pid_that_does_not_exist() -> int:

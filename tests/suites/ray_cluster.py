@@ -22,9 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+import docker.errors
 import pytest
 
-from sandcrew.sandbox._labels import OWNER_PID_LABEL, PRODUCT_FILTER
+from sandcrew.sandbox._labels import (
+    OWNER_PID_LABEL,
+    OWNER_STARTED_LABEL,
+    PRODUCT_FILTER,
+    process_status,
+)
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_SECONDS = 90.0
@@ -37,6 +43,20 @@ CLUSTER_TEST_MARKS = [
     pytest.mark.usefixtures("cluster_environment"),
 ]
 """The marks of a module of tests on these clusters (a longer proof; drivers need CLUSTER_ENV)."""
+
+Owner = tuple[int, str]
+"""A process as a container's labels name its owner: pid and start time. A pid alone could
+be a dead process's, whose container an earlier test left (pids are reused)."""
+
+
+def owners(pids: set[int]) -> set[Owner]:
+    """The live processes among ``pids``, as owners."""
+    found = set()
+    for pid in pids:
+        status = process_status(pid)
+        if status is not None:
+            found.add((pid, status[1]))
+    return found
 
 
 @dataclass
@@ -77,19 +97,23 @@ class RayCluster:
                     running.append(pid)
         return running
 
-    def pids_of(self, node: RayNode) -> set[int]:
-        """Every live process of ``node``."""
+    def owners(self) -> set[Owner]:
+        """Every live process of the cluster's nodes, as owners of containers."""
+        return owners(self.pids())
+
+    def owners_of(self, node: RayNode) -> set[Owner]:
+        """Every live process of ``node``, as owners of containers."""
         found = set()
         for pid in self.pids():
             with contextlib.suppress(OSError):
                 if os.getsid(pid) == node.session:
                     found.add(pid)
-        return found
+        return owners(found)
 
-    def kill_node(self, node: RayNode) -> set[int]:
-        """SIGKILL every process of ``node`` at once (as a machine that goes away); their pids."""
-        killed = self.pids_of(node)
-        for pid in killed:
+    def kill_node(self, node: RayNode) -> set[Owner]:
+        """SIGKILL every process of ``node`` at once (as a machine that goes away); them."""
+        killed = self.owners_of(node)
+        for pid, _ in killed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return killed
@@ -111,15 +135,33 @@ class RayCluster:
             shutil.rmtree(node.temp_dir, ignore_errors=True)
 
 
-def containers_of(client: docker.DockerClient, pids: set[int]) -> list[str]:
-    """Sandcrew containers (running or not) whose owner process is one of ``pids``."""
+def containers_of(client: docker.DockerClient, owned_by: set[Owner]) -> list[str]:
+    """Sandcrew containers (running or not) whose owner process is one of ``owned_by``."""
     found = client.api.containers(all=True, filters={"label": PRODUCT_FILTER})
-    return [
-        str(container["Id"])
-        for container in found
-        if (container.get("Labels") or {}).get(OWNER_PID_LABEL, "").isdigit()
-        and int(container["Labels"][OWNER_PID_LABEL]) in pids
-    ]
+    ids = []
+    for container in found:
+        labels = container.get("Labels") or {}
+        pid = labels.get(OWNER_PID_LABEL, "")
+        if pid.isdigit() and (int(pid), labels.get(OWNER_STARTED_LABEL, "")) in owned_by:
+            ids.append(str(container["Id"]))
+    return ids
+
+
+def described(client: docker.DockerClient, container_ids: list[str]) -> str:
+    """What the engine says of each container (state, labels): for an assertion's message."""
+    lines = []
+    for container_id in container_ids:
+        try:
+            seen = client.api.inspect_container(container_id)
+        except docker.errors.NotFound:
+            lines.append(f"{container_id[:12]}: gone since")
+            continue
+        state = seen["State"]
+        lines.append(
+            f"{container_id[:12]}: {state['Status']} (created {seen['Created']}, "
+            f"finished {state.get('FinishedAt')}), labels {seen['Config']['Labels']}"
+        )
+    return "\n".join(lines)
 
 
 def _free_port() -> int:

@@ -43,8 +43,10 @@ from tests.process import run_cli
 from tests.suites.ray_cluster import (
     CLUSTER_ENV,
     CLUSTER_TEST_MARKS,
+    Owner,
     RayCluster,
     containers_of,
+    owners,
     two_node_cluster,
 )
 
@@ -135,7 +137,7 @@ def test_suite_run_through_the_cli_on_two_nodes_matches_the_local_run(
     assert len(statuses) == 8
     assert ray.executor == "ray, batch container"
     assert not any(r.retries for r in ray.results)
-    assert containers_of(engine, cluster.pids()) == []
+    assert containers_of(engine, cluster.owners()) == []
 
 
 def test_pass_at_k_through_the_cli_on_two_nodes_matches_the_local_run(
@@ -170,7 +172,7 @@ def test_pass_at_k_through_the_cli_on_two_nodes_matches_the_local_run(
         assert f"pass@{k}: {value:.4f}" in result.output
     assert "(1 confirmed alone)" in result.output
     assert "ray, batch container" in result.output
-    assert containers_of(engine, cluster.pids()) == []
+    assert containers_of(engine, cluster.owners()) == []
 
 
 def test_a_worker_killed_mid_run_costs_a_rerun_not_a_verdict(
@@ -188,7 +190,7 @@ def test_a_worker_killed_mid_run_costs_a_rerun_not_a_verdict(
     )
     suite = Suite(name="slow", source="test", tasks=tasks)
     reported: list[TaskResult] = []
-    killed: list[int] = []
+    killed: set[Owner] = set()
     first_result = threading.Event()
 
     def kill_a_worker() -> None:
@@ -196,8 +198,8 @@ def test_a_worker_killed_mid_run_costs_a_rerun_not_a_verdict(
         for _ in range(100):
             running = cluster.workers_running("run_chunk")
             if running:
+                killed.update(owners({running[0]}))
                 os.kill(running[0], signal.SIGKILL)
-                killed.append(running[0])
                 return
             time.sleep(0.1)
 
@@ -231,7 +233,7 @@ def test_a_worker_killed_mid_run_costs_a_rerun_not_a_verdict(
     for result in rerun:
         assert "its Ray worker on node " in result.retries[0]
         assert "was lost" in result.retries[0]
-    assert containers_of(engine, cluster.pids() | set(killed)) == []
+    assert containers_of(engine, cluster.owners() | killed) == []
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
@@ -254,12 +256,13 @@ def test_a_driver_stopped_mid_run_leaves_no_container(
         stderr=subprocess.STDOUT,
         env={**os.environ, **CLUSTER_ENV},
     )  # fmt: skip
+    driver_owner = owners({driver.pid})
     try:
         deadline = time.monotonic() + 90
-        while not containers_of(engine, cluster.pids()) and time.monotonic() < deadline:
+        while not containers_of(engine, cluster.owners()) and time.monotonic() < deadline:
             assert driver.poll() is None, driver.stdout.read() if driver.stdout else ""
             time.sleep(0.2)
-        assert containers_of(engine, cluster.pids()), "no container started on the cluster"
+        assert containers_of(engine, cluster.owners()), "no container started on the cluster"
         driver.send_signal(stop)
         output, _ = driver.communicate(timeout=90)
     finally:
@@ -269,19 +272,19 @@ def test_a_driver_stopped_mid_run_leaves_no_container(
 
     assert driver.returncode == 130, output.decode(errors="replace")
     assert b"Interrupted" in output
-    assert _left_after_settling(engine, cluster.pids() | {driver.pid}) == []
+    assert _left_after_settling(engine, cluster.owners() | driver_owner) == []
     assert not samples_file.with_name(samples_file.name + "_results.jsonl").exists()
 
 
-def _left_after_settling(engine: docker.DockerClient, owners: set[int]) -> list[str]:
+def _left_after_settling(engine: docker.DockerClient, owned_by: set[Owner]) -> list[str]:
     """The owners' containers still there once the engine has had 10 s: a batch container
     whose worker Ray killed is removed by the engine itself (auto-remove) once its
     connection closes, which may come just after the driver exits."""
-    left: list[str] = containers_of(engine, owners)
+    left: list[str] = containers_of(engine, owned_by)
     settle = time.monotonic() + 10
     while left and time.monotonic() < settle:
         time.sleep(0.2)
-        left = containers_of(engine, owners)
+        left = containers_of(engine, owned_by)
     return left
 
 
@@ -313,10 +316,11 @@ def test_a_driver_stopped_early_leaves_no_container(
         stderr=subprocess.STDOUT,
         env={**os.environ, **CLUSTER_ENV},
     )  # fmt: skip
+    driver_owner = owners({driver.pid})
     try:
         if moment == "first-container":
             deadline = started + 90
-            while not containers_of(engine, cluster.pids()) and time.monotonic() < deadline:
+            while not containers_of(engine, cluster.owners()) and time.monotonic() < deadline:
                 assert driver.poll() is None, driver.stdout.read() if driver.stdout else ""
                 time.sleep(0.02)
         else:
@@ -327,7 +331,7 @@ def test_a_driver_stopped_early_leaves_no_container(
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    left = _left_after_settling(engine, cluster.pids() | {driver.pid})
+    left = _left_after_settling(engine, cluster.owners() | driver_owner)
 
     # 130: interrupted; -SIGINT: interrupted while the command was still importing, before
     # its own handling of Ctrl-C was in place (Python then ends by the signal).
@@ -358,4 +362,4 @@ def test_a_node_without_the_image_is_named_in_a_clear_error(
     assert str(raised.value).startswith("on Ray node ")
     assert "node id " in str(raised.value)
     assert absent in str(raised.value)
-    assert containers_of(engine, cluster.pids()) == []
+    assert containers_of(engine, cluster.owners()) == []

@@ -18,7 +18,9 @@ from tests.process import run_cli
 from tests.suites.ray_cluster import (
     CLUSTER_ENV,
     CLUSTER_TEST_MARKS,
+    Owner,
     containers_of,
+    described,
     two_node_cluster,
 )
 
@@ -62,13 +64,13 @@ def test_a_node_lost_mid_run_costs_reruns_on_the_other_node_not_verdicts(
             stderr=subprocess.STDOUT,
             env={**os.environ, **CLUSTER_ENV, "COLUMNS": "200"},
         )  # fmt: skip
-        killed: set[int] = set()
+        killed: set[Owner] = set()
         try:
             # The moment the second node runs a chunk's container, the node goes away whole.
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not killed:
                 assert driver.poll() is None, driver.stdout.read() if driver.stdout else ""
-                if containers_of(engine, cluster.pids_of(second)):
+                if containers_of(engine, cluster.owners_of(second)):
                     killed = cluster.kill_node(second)
                 time.sleep(0.1)
             assert killed, "the second node never ran a chunk"
@@ -107,7 +109,7 @@ def test_a_node_without_docker_is_named_in_a_clear_error(
             "--chunk-size", "1", env={**CLUSTER_ENV, "COLUMNS": "200"}, timeout=240,
         )  # fmt: skip
         took = time.monotonic() - started
-        leftovers = containers_of(engine, cluster.pids())
+        leftovers = containers_of(engine, cluster.owners())
 
     said = done.stdout + done.stderr
     assert done.returncode == 3, said  # the exit code of an infrastructure failure
@@ -116,4 +118,4 @@ def test_a_node_without_docker_is_named_in_a_clear_error(
     assert closed in said, said
     assert "Traceback" not in said
     assert took < 120, f"{took:.0f} s: it should fail, not wait"
-    assert leftovers == []
+    assert leftovers == [], described(engine, leftovers)
