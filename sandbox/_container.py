@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import docker
 import docker.errors
+import requests
 from docker.types import LogConfig, Ulimit
 
 from ._config import SandboxConfig
@@ -38,7 +39,8 @@ _ATTACH_PARAMS = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
 # Engine answers that mean "a removal or a stop of this container is under
 # way": the container is going anyway; asking again settles it.
 _REMOVAL_RACES = ("is not running", "removal of container", "already in progress", "is dead")
-_REMOVAL_ATTEMPTS = 5
+REMOVAL_WAIT_SECONDS = 30.0
+"""How long a removal the engine says is under way may take before it counts as failed."""
 
 
 def security_options(config: SandboxConfig) -> list[str] | None:
@@ -267,14 +269,18 @@ def discard_container(api: docker.APIClient, container: LaunchedContainer) -> No
 
 
 def remove_container(api: docker.APIClient, name: str) -> None:
-    """Force-remove a container and its anonymous volumes; a missing one is fine.
+    """Force-remove a container and its anonymous volumes; return once it is gone.
 
-    The engine may answer that a stop or removal is already under way ("is not
-    running", "removal already in progress", 409): the container is going
-    anyway, so the removal is asked again a few times and never reported as a
-    failure. Other refusals raise :class:`SandboxError`.
+    A missing container is fine. The engine may answer that a stop or removal is
+    already under way ("is not running", "removal already in progress", 409), as
+    when it removes an auto-removed container itself: then this waits for that
+    removal, asking again now and then, for up to :data:`REMOVAL_WAIT_SECONDS`; a
+    busy engine can take seconds. A container still there after that, and other
+    refusals, raise :class:`SandboxError`.
     """
-    for attempt in range(_REMOVAL_ATTEMPTS):
+    deadline = time.monotonic() + REMOVAL_WAIT_SECONDS
+    pause = 0.05
+    while True:
         try:
             api.remove_container(name, force=True, v=True)
         except docker.errors.NotFound:
@@ -285,9 +291,33 @@ def remove_container(api: docker.APIClient, name: str) -> None:
                     f"Docker could not remove the sandbox container {name}: {explain(exc)}; "
                     "`sandcrew sandbox gc` will retry"
                 ) from None
-            time.sleep(0.05 * 2**attempt)
         else:
             return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SandboxError(
+                f"Docker was still removing the sandbox container {name} after "
+                f"{REMOVAL_WAIT_SECONDS:g} s; `sandcrew sandbox gc` will retry",
+                retryable=True,
+            )
+        if _removed_within(api, name, min(pause, left)):
+            return
+        pause = min(2 * pause, 1.0)
+
+
+def _removed_within(api: docker.APIClient, name: str, seconds: float) -> bool:
+    """Whether the engine reports the container removed within ``seconds``."""
+    try:
+        # The stub says whole seconds; requests takes any number of them.
+        api.wait(name, timeout=seconds, condition="removed")  # type: ignore[arg-type]
+    except docker.errors.NotFound:
+        return True
+    except requests.exceptions.RequestException:
+        return False  # not yet: the wait timed out
+    except docker.errors.APIError:
+        time.sleep(seconds)  # the engine would not say: ask again after the pause
+        return False
+    return True
 
 
 def is_removal_race(exc: docker.errors.APIError) -> bool:

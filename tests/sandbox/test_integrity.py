@@ -15,9 +15,10 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
+import requests
 
-from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig
-from sandcrew.sandbox._container import is_removal_race, security_options
+from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig, SandboxError, _container
+from sandcrew.sandbox._container import is_removal_race, remove_container, security_options
 from sandcrew.sandbox._deadlines import WATCHDOG_GRACE
 from sandcrew.sandbox._labels import container_labels
 from sandcrew.sandbox._seccomp import ALLOWED_SYSCALLS, DENIED_SYSCALLS, seccomp_profile
@@ -347,6 +348,45 @@ def test_engine_races_during_removal_are_recognised() -> None:
     in_progress = "removal of container 3f2a is already in progress"
     assert is_removal_race(docker.errors.APIError("409", explanation=in_progress))
     assert not is_removal_race(docker.errors.APIError("500", explanation="driver failed"))
+
+
+class _EngineStillRemoving:
+    """The engine's side of a removal it is making itself (an auto-removed container's) that
+    takes ``seconds``: a busy engine's pace, which it cannot be made to keep on demand."""
+
+    def __init__(self, seconds: float) -> None:
+        self.gone_at = time.monotonic() + seconds
+
+    def remove_container(self, name: str, *, force: bool, v: bool) -> None:
+        if time.monotonic() < self.gone_at:
+            raise docker.errors.APIError(
+                "409 Client Error: Conflict",
+                explanation=f"removal of container {name} is already in progress",
+            )
+        raise docker.errors.NotFound(f"No such container: {name}")
+
+    def wait(self, name: str, *, timeout: float, condition: str) -> dict[str, int]:
+        assert condition == "removed"
+        left = self.gone_at - time.monotonic()
+        if left > timeout:
+            time.sleep(timeout)
+            raise requests.exceptions.ConnectionError("Read timed out.")
+        time.sleep(max(left, 0.0))
+        return {"StatusCode": 137}
+
+
+def test_a_removal_the_engine_is_making_is_waited_for_until_the_container_is_gone() -> None:
+    engine = _EngineStillRemoving(3.0)  # longer than the few retries this once made
+    remove_container(engine, "busy")  # type: ignore[arg-type]
+    assert time.monotonic() >= engine.gone_at
+
+
+def test_a_removal_that_never_ends_is_an_error_not_a_silent_return(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_container, "REMOVAL_WAIT_SECONDS", 0.5)
+    with pytest.raises(SandboxError, match="still removing the sandbox container stuck"):
+        remove_container(_EngineStillRemoving(60.0), "stuck")  # type: ignore[arg-type]
 
 
 async def test_close_does_not_raise_when_the_engine_removes_containers_at_the_same_time(
