@@ -323,9 +323,10 @@ class DockerSession(Session):
 
         Stopping the iteration early does not stop the cell: it runs to its end
         (or its limit) and the next cell waits for it; with ``interrupt_if_abandoned``
-        it is interrupted (a cell still waiting for its turn is never started).
+        it is interrupted (a cell still waiting for its turn is never started). The
+        same holds for a caller cancelled while its cell is being sent.
         """
-        cell = await self._begin(code, timeout, context)
+        cell = await self._begin(code, timeout, context, interrupt_if_abandoned)
         ended = False
         try:
             while True:
@@ -354,7 +355,13 @@ class DockerSession(Session):
         else:
             self._fresh_contexts.add(name)
 
-    async def _begin(self, code: str, time_limit: float | None, context: str | None) -> _Cell:
+    async def _begin(
+        self,
+        code: str,
+        time_limit: float | None,
+        context: str | None,
+        interrupt_if_abandoned: bool = False,
+    ) -> _Cell:
         if not code.strip():
             raise EmptyCodeError()
         try:
@@ -387,13 +394,31 @@ class DockerSession(Session):
                     meta["fresh"] = True
             if self._dropped_contexts:
                 meta["drop"] = sorted(self._dropped_contexts - {context})
-            await asyncio.to_thread(self._send, protocol.RUN, str(cell.seq), meta, program)
+            sending = asyncio.ensure_future(
+                asyncio.to_thread(self._send, protocol.RUN, str(cell.seq), meta, program)
+            )
+            try:
+                await asyncio.shield(sending)
+            except asyncio.CancelledError:
+                # The frame goes whole or not at all; once it went, the cell runs.
+                await asyncio.wait({sending})
+                if sending.exception() is not None:
+                    raise
+                left_while_sending = True
+            else:
+                left_while_sending = False
             self._fresh_contexts.discard(context or "")
             self._dropped_contexts.clear()
         except BaseException:
             self._cell = None
             self._turn.release()
             raise
+        if left_while_sending:
+            # Its caller went as it began: the cell keeps the turn until its end, like a
+            # stream left early, and is interrupted when asked.
+            if interrupt_if_abandoned:
+                await asyncio.shield(self._interrupt_abandoned())
+            raise asyncio.CancelledError
         return cell
 
     async def interrupt(self) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -130,6 +132,41 @@ async def test_a_queued_stream_abandoned_leaves_the_running_cell_alone(session: 
     assert done.error is None
     assert done.stdout == "first done\n"
     assert (await session.run("print('next')")).stdout == "next\n"
+
+
+@pytest.mark.parametrize("interrupt_if_abandoned", [False, True], ids=["kept", "interrupted"])
+async def test_a_cell_cancelled_while_it_is_being_sent_keeps_the_turn_until_it_ends(
+    session: Session, interrupt_if_abandoned: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The moment is a few microseconds wide: the cell's frame has gone to the container and
+    # its caller has not resumed yet. The send is held there until the caller is cancelled.
+    sent, cancelled = threading.Event(), threading.Event()
+    send = session._send  # the only place that moment can be held
+
+    def send_then_hold(kind: str, ident: str, meta: dict[str, Any], data: bytes = b"") -> None:
+        send(kind, ident, meta, data)
+        if kind == "run" and not sent.is_set():
+            sent.set()
+            cancelled.wait(10)
+
+    monkeypatch.setattr(session, "_send", send_then_hold)
+    first = "import time\nfirst = 1\nprint('first', flush=True)\ntime.sleep(3)\nfirst = 2"
+    events = session.stream(first, timeout=600, interrupt_if_abandoned=interrupt_if_abandoned)
+    sending = asyncio.create_task(anext(events))
+    assert await asyncio.to_thread(sent.wait, 10)
+    sending.cancel()
+    cancelled.set()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+
+    # The cell runs all the same: the next one waits for its end (or its interrupt) and
+    # gets none of its output.
+    second = await asyncio.wait_for(session.run("print('second', globals().get('first'))"), 60)
+    assert second.error is None, second.error
+    if interrupt_if_abandoned:  # ended where the interrupt found it: before its end
+        assert second.stdout in ("second None\n", "second 1\n")
+    else:
+        assert second.stdout == "second 2\n"
 
 
 async def test_an_interrupted_infinite_loop_keeps_what_came_before(session: Session) -> None:
