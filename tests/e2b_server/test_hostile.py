@@ -159,13 +159,16 @@ def test_a_list_keeps_to_the_metadata_asked_for(e2b_env: E2bServer) -> None:
 
 def test_a_queued_cell_given_up_leaves_the_running_cell_alone(sandbox: Sandbox) -> None:
     first: list[object] = []
+    begun = threading.Event()
+    code = "import time\nprint('first begins', flush=True)\ntime.sleep(5)\nprint('first done')"
     running = threading.Thread(
         target=lambda: first.append(
-            sandbox.run_code("import time\ntime.sleep(5)\nprint('first done')", timeout=60)
+            sandbox.run_code(code, timeout=60, on_stdout=lambda _: begun.set())
         )
     )
     running.start()
     try:
+        assert begun.wait(60), "the first cell never began"
         # Queued behind the first cell, whose client keeps waiting; this one gives up.
         with pytest.raises(TimeoutException):
             sandbox.run_code("print('second')", timeout=2)
@@ -173,7 +176,7 @@ def test_a_queued_cell_given_up_leaves_the_running_cell_alone(sandbox: Sandbox) 
         running.join(60)
     [execution] = first
     assert execution.error is None, execution.error  # type: ignore[attr-defined]
-    assert execution.logs.stdout == ["first done\n"]  # type: ignore[attr-defined]
+    assert execution.logs.stdout == ["first begins\n", "first done\n"]  # type: ignore[attr-defined]
 
 
 def test_lone_surrogates_in_code_and_output_come_back_as_errors(
