@@ -9,6 +9,7 @@ import pytest
 from e2b import (
     AuthenticationException,
     CommandExitException,
+    ConnectionConfig,
     FileNotFoundException,
     InvalidArgumentException,
     NotFoundException,
@@ -198,6 +199,36 @@ def test_a_wrong_key_is_the_sdks_authentication_error(
     monkeypatch.setenv("E2B_API_KEY", "e2b_" + "f" * 40)
     with pytest.raises(AuthenticationException):
         Sandbox.create()
+
+
+@pytest.mark.parametrize("token", ["wrong", None], ids=["wrong", "none"])
+def test_a_sandbox_without_its_access_token_is_the_sdks_authentication_error(
+    e2b_env: E2bServer, sandbox: Sandbox, token: str | None
+) -> None:
+    sandbox.files.write("kept.txt", "secret")
+    headers = {"E2b-Sandbox-Id": sandbox.sandbox_id}
+    if token is not None:
+        headers["X-Access-Token"] = token
+    config = ConnectionConfig(
+        api_url=e2b_env.url, sandbox_url=e2b_env.url, extra_sandbox_headers=headers
+    )
+    forged = Sandbox(
+        sandbox_id=sandbox.sandbox_id,
+        sandbox_domain=sandbox.sandbox_domain,
+        envd_version=sandbox._envd_version,
+        envd_access_token=token,
+        traffic_access_token=None,
+        connection_config=config,
+    )
+    with pytest.raises(AuthenticationException):
+        forged.commands.run("echo hi")
+    with pytest.raises(AuthenticationException):
+        forged.files.read("kept.txt")
+    with pytest.raises(AuthenticationException):
+        forged.files.write("kept.txt", "overwritten")
+    with pytest.raises(SandboxException, match="401"):  # the code interpreter's own mapping
+        forged.run_code("1")
+    assert sandbox.files.read("kept.txt") == "secret"
 
 
 def test_a_template_not_served_is_refused_clearly(e2b_env: E2bServer) -> None:
