@@ -256,6 +256,8 @@ class _ChunkedRun:
             except asyncio.CancelledError:
                 # Interrupts the worker, whose sandbox then removes its container; waiting
                 # for it keeps this driver (whose exit would kill the worker) alive meanwhile.
+                # Ray may end a cancelled stream before the worker's cleanup (about one run
+                # in ten): the worker then dies with this driver, and its container with it.
                 self.ray.cancel(generator)
                 await _drained(generator)
                 raise

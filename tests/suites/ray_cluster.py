@@ -147,6 +147,23 @@ def containers_of(client: docker.DockerClient, owned_by: set[Owner]) -> list[str
     return ids
 
 
+def left_after_settling(client: docker.DockerClient, owned_by: set[Owner]) -> list[str]:
+    """The owners' containers still there once the engine has had 10 s.
+
+    A driver that ends a run early cancels its chunks and waits for their workers, but
+    Ray may end a cancelled chunk's stream before its worker has removed its container
+    (seen about once in ten runs). The driver's exit then has Ray kill the worker, and
+    its container ends with it (a batch container when its connection closes, a run's
+    container when its owner is gone), a moment after the driver exits.
+    """
+    left = containers_of(client, owned_by)
+    settle = time.monotonic() + 10
+    while left and time.monotonic() < settle:
+        time.sleep(0.2)
+        left = containers_of(client, owned_by)
+    return left
+
+
 def described(client: docker.DockerClient, container_ids: list[str]) -> str:
     """What the engine says of each container (state, labels): for an assertion's message."""
     lines = []

@@ -46,6 +46,7 @@ from tests.suites.ray_cluster import (
     Owner,
     RayCluster,
     containers_of,
+    left_after_settling,
     owners,
     two_node_cluster,
 )
@@ -272,20 +273,8 @@ def test_a_driver_stopped_mid_run_leaves_no_container(
 
     assert driver.returncode == 130, output.decode(errors="replace")
     assert b"Interrupted" in output
-    assert _left_after_settling(engine, cluster.owners() | driver_owner) == []
+    assert left_after_settling(engine, cluster.owners() | driver_owner) == []
     assert not samples_file.with_name(samples_file.name + "_results.jsonl").exists()
-
-
-def _left_after_settling(engine: docker.DockerClient, owned_by: set[Owner]) -> list[str]:
-    """The owners' containers still there once the engine has had 10 s: a batch container
-    whose worker Ray killed is removed by the engine itself (auto-remove) once its
-    connection closes, which may come just after the driver exits."""
-    left: list[str] = containers_of(engine, owned_by)
-    settle = time.monotonic() + 10
-    while left and time.monotonic() < settle:
-        time.sleep(0.2)
-        left = containers_of(engine, owned_by)
-    return left
 
 
 @pytest.mark.parametrize(
@@ -331,7 +320,7 @@ def test_a_driver_stopped_early_leaves_no_container(
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    left = _left_after_settling(engine, cluster.owners() | driver_owner)
+    left = left_after_settling(engine, cluster.owners() | driver_owner)
 
     # 130: interrupted; -SIGINT: interrupted while the command was still importing, before
     # its own handling of Ctrl-C was in place (Python then ends by the signal).

@@ -21,6 +21,7 @@ from tests.suites.ray_cluster import (
     Owner,
     containers_of,
     described,
+    left_after_settling,
     two_node_cluster,
 )
 
@@ -109,7 +110,7 @@ def test_a_node_without_docker_is_named_in_a_clear_error(
             "--chunk-size", "1", env={**CLUSTER_ENV, "COLUMNS": "200"}, timeout=240,
         )  # fmt: skip
         took = time.monotonic() - started
-        leftovers = containers_of(engine, cluster.owners())
+        leftovers = left_after_settling(engine, cluster.owners())
 
     said = done.stdout + done.stderr
     assert done.returncode == 3, said  # the exit code of an infrastructure failure
