@@ -64,6 +64,13 @@ def process_status(pid: int) -> tuple[str, str] | None:
     return fields[0].decode("ascii", "replace"), fields[19].decode("ascii", "replace")
 
 
+@cache
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started: read once per process (a forked child has its own pid)."""
+    status = process_status(pid)
+    return None if status is None else status[1]
+
+
 def container_labels(
     *, run_id: str, created_at: float, deadline: float, pooled: bool = False
 ) -> dict[str, str]:
@@ -76,9 +83,9 @@ def container_labels(
         OWNER_PID_LABEL: str(os.getpid()),
         OWNER_HOST_LABEL: owner_host(),
     }
-    own = process_status(os.getpid())
-    if own is not None:
-        labels[OWNER_STARTED_LABEL] = own[1]
+    started = _started(os.getpid())
+    if started is not None:
+        labels[OWNER_STARTED_LABEL] = started
     if pooled:
         labels[POOLED_LABEL] = "true"
     return labels
