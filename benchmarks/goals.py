@@ -9,7 +9,10 @@ their runs alternating (one of each, then again), so that both meet the same loa
 - **pooled**: the same with a pool, runs back to back, against an exec into one
   running container; goal ≤ 1.3×;
 - **CLI**: ``python -m sandcrew run -`` of this checkout as a whole process (the program
-  on stdin) against ``docker run --rm --network none`` of the same image; goal ≤ 1.3×;
+  on stdin), with this checkout's warm process running (``sandcrew warm start``, in a
+  runtime folder of the benchmark's own), against ``docker run --rm --network none`` of
+  the same image; goal ≤ 1.3×. The same command in a process of its own (no warm
+  process) is shown beside it, for information;
 - **session cell**: ``print(1)`` as a cell of a started session against the exec;
   goal ≤ 0.2×.
 
@@ -37,12 +40,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -168,10 +174,26 @@ def checkout_environment() -> dict[str, str]:
     return environment
 
 
-def sandcrew_process() -> Call:
+def sandcrew_process(environment: dict[str, str]) -> Call:
     """``python -m sandcrew run -`` of this checkout, ``print(1)`` on stdin."""
     command = [sys.executable, "-m", "sandcrew", "run", "-"]
-    return process_call(command, stdin=PROGRAM + "\n", env=checkout_environment())
+    return process_call(command, stdin=PROGRAM + "\n", env=environment)
+
+
+@contextlib.contextmanager
+def warm_environment() -> Iterator[dict[str, str]]:
+    """The checkout's environment with its warm process running, in a runtime folder of
+    this benchmark's own (stopped and removed at the end)."""
+    folder = tempfile.mkdtemp(prefix="scbench")
+    environment = {**checkout_environment(), "XDG_RUNTIME_DIR": folder}
+    environment.pop("SANDCREW_WARM", None)
+    sandcrew = [sys.executable, "-m", "sandcrew", "warm"]
+    try:
+        subprocess.run([*sandcrew, "start"], env=environment, check=True, capture_output=True)
+        yield environment
+    finally:
+        subprocess.run([*sandcrew, "stop"], env=environment, check=False, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def libraries_process() -> Call:
@@ -245,18 +267,24 @@ async def measure(runs: int, warmup: int, console: Console) -> list[Goal]:
                 await alternate((cell, one_cell), (cell_floor, exec_call), runs=runs, warmup=warmup)
         goals.append(Goal("session cell ÷ exec", cell, cell_floor, 0.2))
 
-    with console.status("CLI: sandcrew run - against docker run --rm --network none"):
-        cli = Timings("sandcrew run - (a process)")
+    with (
+        console.status("CLI: sandcrew run - against docker run --rm --network none"),
+        warm_environment() as warm,
+    ):
+        cli = Timings("sandcrew run - (a process, warm)")
+        alone = Timings("sandcrew run - (a process of its own)")
         docker_cli = Timings("docker run --rm --network none (a process)")
         libraries = Timings("typer, pydantic-settings and Docker's SDK imported (a process)")
         await alternate(
-            (cli, sandcrew_process()),
+            (cli, sandcrew_process(warm)),
+            (alone, sandcrew_process({**checkout_environment(), "SANDCREW_WARM": "0"})),
             (docker_cli, docker_run_process()),
             (libraries, libraries_process()),
             runs=runs,
             warmup=warmup,
         )
     goals.append(Goal("sandcrew run - ÷ docker run --rm --network none", cli, docker_cli, 1.3))
+    goals.append(Goal("without a warm process ÷ docker run --rm", alone, docker_cli, None))
     # What no `sandcrew` command can go below: shown beside the CLI's goal, not a goal.
     goals.append(Goal("its libraries alone ÷ docker run --rm", libraries, docker_cli, None))
     return goals

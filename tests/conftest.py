@@ -48,6 +48,9 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, empty_config_file: Path) -> N
     monkeypatch.setenv("SANDCREW_CONFIG", str(empty_config_file))
     # A test that forgets to point at the scripted server must fail, not reach a model.
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    # Each `sandcrew` child runs in its own process (whose pid owns its containers), even
+    # with a developer's warm process running; tests/cli/test_warm.py starts its own.
+    monkeypatch.setenv("SANDCREW_WARM", "0")
 
 
 @pytest.fixture(scope="session")

@@ -94,6 +94,12 @@ COMMANDS = (
         "images", "sandcrew.cli.images", "images_app", "Build and list the sandbox images."
     ),
     CommandEntry("sandbox", "sandcrew.cli.sandbox", "sandbox_app", "Manage sandbox containers."),
+    CommandEntry(
+        "warm",
+        "sandcrew.cli.warm",
+        "warm_app",
+        "Keep a warm process that starts sandcrew's commands without importing anything.",
+    ),
 )
 
 

@@ -1,0 +1,342 @@
+"""The warm process: the command line's libraries imported once, a fork per command.
+
+Started by ``sandcrew warm start`` (``python -m sandcrew.cli._warm_server``), it imports
+what the commands need, then listens on this installation's socket (see
+:mod:`._handover`). For each command it forks; the fork takes the client's streams,
+folder, umask, environment and arguments and runs the command as a ``sandcrew`` process
+would, with ``sandcrew run``'s containers labelled with its own pid, so that the reaper
+judges them by the fork's life. It ends itself after a while without commands, when
+told to stop, and when sandcrew's own files change (an upgrade, an edit), declining that
+command so that it runs in its own process with the new code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import gc
+import importlib
+import io
+import locale
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from sandcrew.cli import _handover, prepare_environment
+
+DEFAULT_IDLE_MINUTES = 30.0
+REQUEST_SECONDS = 5.0
+"""How long a client may take to send its request; a stalled one does not hold the rest."""
+
+_MAX_REQUEST = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Request:
+    kind: str
+    folder: str
+    umask: int
+    streams: tuple[str, str, str]
+    arguments: list[str]
+    environment: dict[str, str]
+
+
+@dataclass
+class WarmProcess:
+    path: str
+    idle_seconds: float
+    started: float = field(default_factory=time.time)
+    served: int = 0
+    watched: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Files whose change ends the warm process (see :func:`_watched_files`)."""
+
+    def describe(self) -> str:
+        return (
+            f"pid {os.getpid()}, socket {self.path}, up {time.time() - self.started:.0f} s, "
+            f"{self.served} commands served, ends after {self.idle_seconds / 60:g} minutes idle"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m sandcrew.cli._warm_server")
+    parser.add_argument("--idle-minutes", type=float, default=DEFAULT_IDLE_MINUTES)
+    options = parser.parse_args(argv)
+    serve(idle_seconds=options.idle_minutes * 60)
+
+
+def serve(*, idle_seconds: float) -> None:
+    """Import, listen and serve until idle for ``idle_seconds``, stopped, or out of date."""
+    path = _handover.socket_path()
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if not _handover.folder_is_private(folder):
+        raise SystemExit(f"{folder} is not a private folder of this user: not listening there")
+    lock = open(path.removesuffix(".sock") + ".lock", "w")  # noqa: SIM115 (held until exit)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit("a warm process already serves this installation") from None
+    gc.disable()
+    prepare_environment()
+    _import_commands()
+    warm = WarmProcess(path=path, idle_seconds=idle_seconds, watched=_watched_files())
+    gc.freeze()
+    gc.enable()
+    # Forks end on their own; the kernel reaps them.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    _say(f"listening on {path}")
+    try:
+        _serve_requests(listener, warm)
+    finally:
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _import_commands() -> None:
+    from sandcrew.cli._registry import COMMANDS
+
+    for entry in COMMANDS:
+        try:
+            importlib.import_module(entry.module)
+        except Exception:  # a command whose extra is missing imports it when run
+            continue
+    # What `run` imports only once it has its result, and what every command's process
+    # builds on first use.
+    for module in (
+        "sandcrew.cli._app",
+        "sandcrew.cli._errors",
+        "sandcrew.settings",
+        "rich.console",
+        "rich.markup",
+    ):
+        importlib.import_module(module)
+
+
+def _watched_files() -> dict[str, tuple[int, int]]:
+    """Every file of sandcrew's imported (an edit), and the first file of every other
+    top-level package imported (an upgrade replaces it), with their identity now."""
+    watched: dict[str, tuple[int, int]] = {}
+    for name, module in list(sys.modules.items()):
+        location = getattr(module, "__file__", None)
+        own = name == "sandcrew" or name.startswith("sandcrew.")
+        if not isinstance(location, str) or not (own or "." not in name):
+            continue
+        with contextlib.suppress(OSError):
+            watched[location] = _identity(location)
+    return watched
+
+
+def _identity(path: str) -> tuple[int, int]:
+    status = os.stat(path)
+    return status.st_ino, status.st_mtime_ns
+
+
+def _changed(watched: dict[str, tuple[int, int]]) -> str | None:
+    for path, identity in watched.items():
+        try:
+            if _identity(path) != identity:
+                return path
+        except OSError:
+            return path
+    return None
+
+
+def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
+    last_command = time.monotonic()
+    while True:
+        # Idle means without a command: `warm status` does not keep it alive.
+        listener.settimeout(max(last_command + warm.idle_seconds - time.monotonic(), 0.001))
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
+            return
+        with connection:
+            if _handover.peer_uid(connection) != os.getuid():
+                continue
+            connection.settimeout(REQUEST_SECONDS)
+            try:
+                request, descriptors = _receive(connection)
+            except (OSError, ValueError):
+                continue
+            try:
+                if request.kind == "status":
+                    _handover.send_frame(connection, _handover.STATUS, warm.describe())
+                    continue
+                if request.kind == "stop":
+                    _handover.send_frame(connection, _handover.STATUS, warm.describe())
+                    _say("ending: asked to stop")
+                    return
+                changed = _changed(warm.watched)
+                if changed is not None:
+                    _handover.send_frame(connection, _handover.DECLINED, f"{changed} changed")
+                    _say(f"ending: {changed} changed since the start")
+                    return
+                if len(descriptors) != 3:
+                    _handover.send_frame(connection, _handover.DECLINED, "no standard streams")
+                    continue
+                warm.served += 1
+                last_command = time.monotonic()
+                if os.fork() == 0:
+                    listener.close()
+                    _run_command(connection, request, descriptors)
+            except OSError:
+                continue
+            finally:
+                for descriptor in descriptors:
+                    os.close(descriptor)
+
+
+def _say(line: str) -> None:
+    """A line of the warm process's log (its stderr, the log file of `warm start`)."""
+    sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {line}\n")
+    sys.stderr.flush()
+
+
+def _receive(connection: socket.socket) -> tuple[Request, list[int]]:
+    """The request and the descriptors that came with it (closed by the caller)."""
+    space = socket.CMSG_SPACE(struct.calcsize("3i"))
+    data, ancillary, _flags, _address = connection.recvmsg(65536, space)
+    descriptors: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            descriptors.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
+    try:
+        if len(data) < 4:
+            raise ValueError("a request too short for its length")
+        (length,) = struct.unpack(">I", data[:4])
+        if length > _MAX_REQUEST:
+            raise ValueError("a request over the limit")
+        body = data[4:]
+        while len(body) < length:
+            chunk = connection.recv(min(65536, length - len(body)))
+            if not chunk:
+                raise ValueError("a request that ended early")
+            body += chunk
+        return _decode(body[:length]), descriptors
+    except BaseException:
+        for descriptor in descriptors:
+            os.close(descriptor)
+        raise
+
+
+def _decode(body: bytes) -> Request:
+    fields = [os.fsdecode(part) for part in body.split(b"\0")]
+    if len(fields) < 8 or fields[0] != _handover.PROTOCOL:
+        raise ValueError("not a request of this protocol")
+    count = int(fields[7])
+    arguments = fields[8 : 8 + count]
+    if len(arguments) != count:
+        raise ValueError("fewer arguments than announced")
+    environment = dict(entry.split("=", 1) for entry in fields[8 + count :] if "=" in entry)
+    return Request(
+        kind=fields[1],
+        folder=fields[2],
+        umask=int(fields[3]),
+        streams=(fields[4], fields[5], fields[6]),
+        arguments=arguments,
+        environment=environment,
+    )
+
+
+def _run_command(connection: socket.socket, request: Request, descriptors: list[int]) -> NoReturn:
+    """The fork's whole life: become the client's command, run it, say its exit code."""
+    code = 125
+    ended = threading.Event()
+    try:
+        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, descriptor in enumerate(descriptors):
+            os.dup2(descriptor, target)
+            os.close(descriptor)
+        descriptors.clear()
+        os.chdir(request.folder)
+        os.umask(request.umask)
+        os.environ.clear()
+        os.environ.update(request.environment)
+        prepare_environment()
+        time.tzset()
+        with contextlib.suppress(locale.Error):
+            locale.setlocale(locale.LC_CTYPE, "")
+        sys.stdin, sys.stdout, sys.stderr = (
+            _text_stream(number, form) for number, form in enumerate(request.streams)
+        )
+        for name in ("stdin", "stdout", "stderr"):
+            setattr(sys, f"__{name}__", getattr(sys, name))
+        sys.argv = ["sandcrew", *request.arguments]
+        connection.settimeout(None)
+        _handover.send_frame(connection, _handover.STARTED, str(os.getpid()))
+        threading.Thread(
+            target=_stop_when_client_leaves, args=(connection, ended), daemon=True
+        ).start()
+        from sandcrew.cli._app import build_app, run_here
+
+        code = run_here(build_app())
+        _finish()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # the client gets an exit code whatever happened
+        with contextlib.suppress(Exception):
+            import traceback
+
+            traceback.print_exc()
+    finally:
+        ended.set()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            _handover.send_frame(connection, _handover.ENDED, str(code))
+        os._exit(code)
+
+
+def _finish() -> None:
+    """What an interpreter's exit does before it ends, as a fork of multiprocessing does it:
+    wait for the threads (a container's removal), then run the exit hooks."""
+    import atexit
+
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+
+
+def _text_stream(number: int, form: str) -> io.TextIOWrapper:
+    encoding, errors, line_buffering, write_through = form.rsplit(":", 3)
+    mode = "rb" if number == 0 else "wb"
+    binary = open(number, mode, closefd=False)  # noqa: SIM115 (lives as long as the fork)
+    return io.TextIOWrapper(
+        binary,
+        encoding=encoding,
+        errors=errors,
+        line_buffering=line_buffering == "1",
+        write_through=write_through == "1",
+    )
+
+
+def _stop_when_client_leaves(connection: socket.socket, ended: threading.Event) -> None:
+    """The client went away (killed, its terminal closed): the command stops as Ctrl-C
+    stops it, its containers removed."""
+    with contextlib.suppress(OSError):
+        while connection.recv(4096):
+            pass
+    if not ended.is_set():
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,400 @@
+"""`sandcrew warm`: a command handed to the warm process behaves as if it ran in its own.
+
+Each test starts a real warm process in a runtime folder of its own (``XDG_RUNTIME_DIR``),
+so that no other test's command is served by it, and runs the real console entry point
+against it: the streams, folder, environment, umask and signals of the client reach the
+command, and the containers go when the client stops or dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sandcrew.cli import _handover
+from tests.cli.test_terminal import HOSTILE_OUTPUT, assert_nothing_obeyed, plain
+from tests.process import run_cli_in_terminal
+from tests.sandbox.helpers import our_containers, shared_client
+
+WAITS = "import time\nprint('waiting', flush=True)\ntime.sleep(120)\n"
+
+
+@dataclass(frozen=True)
+class Warm:
+    """A warm process of this installation and the environment that reaches it."""
+
+    env: dict[str, str]
+    folder: Path
+
+    def sandcrew(
+        self,
+        *args: str,
+        stdin: str = "",
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        umask: int = -1,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sandcrew", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env if env is None else env,
+            cwd=cwd,
+            umask=umask,
+            timeout=180,
+            check=False,
+        )
+
+    def status(self) -> str:
+        return self.sandcrew("warm", "status").stdout
+
+    def pid(self) -> int:
+        found = re.search(r"pid (\d+)", self.status())
+        assert found, "not warm"
+        return int(found.group(1))
+
+    def served(self) -> int:
+        found = re.search(r"(\d+) commands served", self.status())
+        assert found, "not warm"
+        return int(found.group(1))
+
+    def commands(self) -> list[int]:
+        """The pids of the commands the warm process is running now."""
+        pid = self.pid()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return [int(child) for child in children]
+
+
+def private_runtime_folder() -> Path:
+    # Short: a Unix socket's path has at most 107 bytes.
+    return Path(tempfile.mkdtemp(prefix="scw", dir="/tmp"))
+
+
+@contextlib.contextmanager
+def warm_process(*options: str) -> Iterator[Warm]:
+    base = private_runtime_folder()
+    # The test run's own environment says SANDCREW_WARM=0 (tests/conftest.py).
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(base), _handover.BYPASS_VARIABLE: "1"}
+    warm = Warm(env=env, folder=base / "sandcrew")
+    started = warm.sandcrew("warm", "start", *options)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("warm: pid "), started.stdout
+    try:
+        yield warm
+    finally:
+        pid = warm.pid() if "pid" in warm.status() else None
+        warm.sandcrew("warm", "stop")
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def warm() -> Iterator[Warm]:
+    with warm_process() as started:
+        yield started
+
+
+def wait_for_line(stream: object, wanted: bytes) -> bytes:
+    seen = b""
+    while not seen.endswith(wanted):
+        piece = stream.read1(65536)  # type: ignore[attr-defined]
+        assert piece, f"the output ended before {wanted!r}: {seen!r}"
+        seen += piece
+    return seen
+
+
+def no_containers_of(pids: list[int], *, within: float = 30) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        left = [found for pid in pids for found in our_containers(shared_client(), owner_pid=pid)]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"containers left behind: {left}"
+        time.sleep(0.2)
+
+
+@pytest.mark.docker
+def test_a_handed_over_run_prints_and_ends_as_a_run_of_its_own(warm: Warm) -> None:
+    program = "import sys\nprint(6 * 7)\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n"
+
+    served = warm.sandcrew("run", "-", stdin=program)
+    alone = warm.sandcrew("run", "-", stdin=program, env={**warm.env, "SANDCREW_WARM": "0"})
+
+    assert warm.served() == 1
+    assert (served.returncode, served.stdout) == (alone.returncode, alone.stdout) == (3, "42\n")
+    for result in (served, alone):
+        assert result.stderr.startswith("to stderr\n")
+        assert "exit 3" in result.stderr
+
+
+@pytest.mark.docker
+def test_the_command_gets_the_clients_folder_environment_and_umask(warm: Warm) -> None:
+    folder = Path(tempfile.mkdtemp(dir=warm.folder.parent))
+    (folder / "program.py").write_text(
+        "import os, time\nos.makedirs('out', exist_ok=True)\n"
+        "open('out/note.txt', 'w').write('saved')\ntime.sleep(30)\n"
+    )
+    env = {**warm.env, "SANDCREW_SANDBOX__TIMEOUT": "3"}
+
+    result = warm.sandcrew("run", "program.py", "--out", "kept", cwd=folder, env=env, umask=0o077)
+
+    assert warm.served() == 1
+    # The relative path, the timeout from the environment, --out in the client's folder.
+    assert result.returncode == 124, result.stderr
+    assert (folder / "kept" / "note.txt").read_text() == "saved"
+    # The folder made for --out has the client's umask, not the warm process's.
+    assert stat.S_IMODE((folder / "kept").stat().st_mode) == 0o700
+
+
+@pytest.mark.docker
+def test_hostile_output_on_the_clients_terminal_is_shown_not_obeyed(warm: Warm) -> None:
+    source = warm.folder.parent / "hostile.py"
+    source.write_text(f"import sys\nsys.stdout.write({HOSTILE_OUTPUT!r})\n")
+
+    code, screen = run_cli_in_terminal("run", str(source), env=warm.env)
+
+    assert warm.served() == 1
+    assert code == 0
+    assert_nothing_obeyed(screen)
+    assert "exit 0" in plain(screen)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_of_the_client_stops_the_command_and_removes_its_container(
+    warm: Warm, stop: signal.Signals
+) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=warm.env,
+    ) as client:
+        assert client.stdin is not None
+        assert client.stdout is not None
+        client.stdin.write(WAITS.encode())
+        client.stdin.close()
+        wait_for_line(client.stdout, b"waiting\n")
+        [command] = warm.commands()
+        assert our_containers(shared_client(), owner_pid=command)
+        client.send_signal(stop)
+        assert client.stderr is not None
+        stderr = client.stderr.read()
+        client.wait(timeout=60)
+
+    assert client.returncode == 130, stderr
+    assert b"Interrupted" in stderr
+    # The command removed its container before it ended, as in a process of its own.
+    assert not our_containers(shared_client(), owner_pid=command)
+
+
+@pytest.mark.docker
+def test_a_client_killed_outright_stops_its_command_and_its_container_goes(warm: Warm) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=warm.env,
+    ) as client:
+        assert client.stdin is not None
+        assert client.stdout is not None
+        client.stdin.write(WAITS.encode())
+        client.stdin.close()
+        wait_for_line(client.stdout, b"waiting\n")
+        [command] = warm.commands()
+        client.kill()
+
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{command}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{command}").exists(), "the command outlived its client"
+    no_containers_of([command])
+
+
+def test_usage_errors_and_the_version_come_back_with_their_codes(warm: Warm) -> None:
+    version = warm.sandcrew("--version")
+    unknown = warm.sandcrew("run", "-", "--no-such-option")
+    unknown_alone = warm.sandcrew(
+        "run", "-", "--no-such-option", env={**warm.env, "SANDCREW_WARM": "0"}
+    )
+    # A command whose stdin is closed runs in the client's own process, which says so.
+    closed_stdin = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m sandcrew run - <&-', sys.executable],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        check=False,
+    )
+
+    assert version.returncode == 0
+    assert version.stdout.strip() == "0.1.0"
+    assert (unknown.returncode, unknown.stderr) == (unknown_alone.returncode, unknown_alone.stderr)
+    assert unknown.returncode == 125
+    assert "No such option: --no-such-option" in unknown.stderr
+    assert closed_stdin.returncode == 125
+    assert "stdin is closed" in closed_stdin.stderr
+    assert warm.served() == 2
+
+
+def test_a_runtime_folder_open_to_others_is_not_trusted(tmp_path: Path) -> None:
+    base = private_runtime_folder()
+    try:
+        env = {**os.environ, "XDG_RUNTIME_DIR": str(base), _handover.BYPASS_VARIABLE: "1"}
+        folder = base / "sandcrew"
+        folder.mkdir(mode=0o755)
+        folder.chmod(0o755)
+        path = socket_path_for(env)
+        planted = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        planted.bind(path)
+        planted.listen(1)
+        planted.settimeout(0.5)
+
+        result = subprocess.run(
+            [sys.executable, "-m", "sandcrew", "--version"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+
+        assert result.returncode == 0
+        assert result.stdout.strip() == "0.1.0"
+        # The planted socket never saw the command, its environment or its streams.
+        with pytest.raises(TimeoutError):
+            planted.accept()
+        planted.close()
+        refused = subprocess.run(
+            [sys.executable, "-m", "sandcrew", "warm", "start"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert refused.returncode != 0
+        assert "closed to others" in refused.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_socket_served_by_another_user_is_not_trusted() -> None:
+    if os.getuid() != 0:
+        pytest.fail("this test plays another user, which needs root (CI runs as root)")
+    base = private_runtime_folder()
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(base), _handover.BYPASS_VARIABLE: "1"}
+    folder = base / "sandcrew"
+    folder.mkdir(mode=0o700)
+    path = socket_path_for(env)
+    listening = os.pipe()
+    accepted = os.pipe()
+    server = os.fork()
+    if server == 0:  # another user's process listening where ours would
+        try:
+            planted = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            planted.bind(path)
+            os.chmod(path, 0o777)
+            os.setgid(65534)
+            os.setuid(65534)
+            planted.listen(1)
+            os.write(listening[1], b"1")
+            planted.settimeout(20)
+            connection, _ = planted.accept()
+            os.write(accepted[1], b"1")
+            connection.recv(1 << 20)  # whatever a client would send
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(listening[0], 1) == b"1"
+        result = subprocess.run(
+            [sys.executable, "-m", "sandcrew", "--version"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert result.returncode == 0
+        assert result.stdout.strip() == "0.1.0"
+        # The client connected, saw the peer's uid and sent nothing: it ran the command itself.
+        assert os.read(accepted[0], 1) == b"1"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGKILL)
+        os.waitpid(server, 0)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_warm_process_ends_after_its_idle_time_and_leaves_no_socket() -> None:
+    with warm_process("--idle-minutes", "0.1") as warm:
+        path = Path(socket_path_for(warm.env))
+        assert path.exists()
+        deadline = time.monotonic() + 60
+        while "not warm" not in warm.status() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "not warm" in warm.status()
+        assert not path.exists()
+        log = next(warm.folder.glob("*.log")).read_text()
+        assert "ending: no command for 0.1 minutes" in log
+        # Commands go on in their own processes.
+        assert warm.sandcrew("--version").stdout.strip() == "0.1.0"
+
+
+def test_a_warm_process_killed_outright_leaves_commands_working_and_can_start_again() -> None:
+    with warm_process() as warm:
+        os.kill(warm.pid(), signal.SIGKILL)
+        time.sleep(0.2)
+        assert warm.sandcrew("--version").stdout.strip() == "0.1.0"
+        assert "not warm" in warm.status()
+        again = warm.sandcrew("warm", "start")
+        assert again.returncode == 0, again.stderr
+        assert warm.sandcrew("--version").stdout.strip() == "0.1.0"
+        assert warm.served() == 1
+
+
+@pytest.mark.slow
+def test_a_change_to_sandcrews_code_ends_the_warm_process_and_runs_the_new_code() -> None:
+    # Slow (run one at a time): every warm process of the installation watches this file.
+    import sandcrew.cli.version as watched_module
+
+    watched = Path(watched_module.__file__)
+    before = watched.stat()
+    with warm_process() as warm:
+        try:
+            os.utime(watched, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+            result = warm.sandcrew("version")
+        finally:
+            os.utime(watched, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert result.returncode == 0
+        assert result.stdout.strip() == "0.1.0"
+        assert "not warm" in warm.status()
+        log = next(warm.folder.glob("*.log")).read_text()
+        assert f"ending: {watched} changed since the start" in log
+
+
+def socket_path_for(env: dict[str, str]) -> str:
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]
+    try:
+        return _handover.socket_path()
+    finally:
+        if saved is None:
+            del os.environ["XDG_RUNTIME_DIR"]
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
