@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from sandcrew.cli import _handover, prepare_environment
 
@@ -52,6 +52,9 @@ class Request:
 class WarmProcess:
     path: str
     idle_seconds: float
+    lock: TextIO
+    """The lock that makes it the one warm process of the installation (closed by forks:
+    a long command must not keep the next warm process from starting)."""
     started: float = field(default_factory=time.time)
     served: int = 0
     watched: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -86,7 +89,7 @@ def serve(*, idle_seconds: float) -> None:
     gc.disable()
     prepare_environment()
     _import_commands()
-    warm = WarmProcess(path=path, idle_seconds=idle_seconds, watched=_watched_files())
+    warm = WarmProcess(path=path, idle_seconds=idle_seconds, lock=lock, watched=_watched_files())
     gc.freeze()
     gc.enable()
     # Forks end on their own; the kernel reaps them.
@@ -193,6 +196,7 @@ def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
                 last_command = time.monotonic()
                 if os.fork() == 0:
                     listener.close()
+                    warm.lock.close()
                     _run_command(connection, request, descriptors)
             except OSError:
                 continue

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from sandcrew.cli import _handover
+from tests.cli.test_import_graph import LIST_MODULES_AT_EXIT, offenders
 from tests.cli.test_terminal import HOSTILE_OUTPUT, assert_nothing_obeyed, plain
 from tests.process import run_cli_in_terminal
 from tests.sandbox.helpers import our_containers, shared_client
@@ -228,6 +229,55 @@ def test_a_client_killed_outright_stops_its_command_and_its_container_goes(warm:
         time.sleep(0.1)
     assert not Path(f"/proc/{command}").exists(), "the command outlived its client"
     no_containers_of([command])
+
+
+def test_a_handed_over_command_imports_none_of_the_command_lines_libraries(
+    warm: Warm, tmp_path: Path
+) -> None:
+    report = tmp_path / "modules.txt"
+
+    done = subprocess.run(
+        [sys.executable, "-c", LIST_MODULES_AT_EXIT, str(report), "run", "-"],
+        input="print(6 * 7)\n",
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        check=False,
+    )
+
+    assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr
+    assert warm.served() == 1
+    imported = set(report.read_text().splitlines())
+    assert "sandcrew.cli._handover" in imported
+    heavy = ("typer", "click", "pydantic", "pydantic_settings", "docker", "rich", "asyncio")
+    assert offenders(imported, heavy) == []
+
+
+def test_a_long_command_does_not_keep_the_next_warm_process_from_starting() -> None:
+    with (
+        warm_process() as warm,
+        subprocess.Popen(
+            [sys.executable, "-m", "sandcrew", "run", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=warm.env,
+        ) as client,
+    ):
+        assert client.stdin is not None
+        assert client.stdout is not None
+        client.stdin.write(WAITS.encode())
+        client.stdin.close()
+        wait_for_line(client.stdout, b"waiting\n")
+        stopped = warm.sandcrew("warm", "stop")
+        assert stopped.stdout.startswith("stopped: "), stopped.stdout
+        # The command goes on; a new warm process starts beside it.
+        assert client.poll() is None
+        again = warm.sandcrew("warm", "start")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.startswith("warm: pid "), again.stdout
+        client.send_signal(signal.SIGINT)
+        assert client.wait(timeout=60) == 130
 
 
 def test_usage_errors_and_the_version_come_back_with_their_codes(warm: Warm) -> None:
