@@ -202,27 +202,24 @@ def hand_over(arguments: list[str]) -> int | None:
             reply = read_frame(connection)
         except OSError:
             return None
+        except KeyboardInterrupt:
+            # Before the command began: a command that did begin meets the closed
+            # connection and stops as Ctrl-C stops it.
+            sys.stderr.write("sandcrew: interrupted\n")
+            return 130
         if reply is None or reply[0] != STARTED:
             return None
         connection.settimeout(None)
         command_pid = int(reply[1])
         for number in FORWARDED_SIGNALS:
             signal.signal(number, lambda received, _frame: _forward(command_pid, received))
-        while True:
-            try:
-                reply = read_frame(connection)
-                break
-            except InterruptedError:
-                continue
-            except OSError:
-                reply = None
-                break
+        try:
+            reply = read_frame(connection)
+        except OSError:
+            reply = None
     if reply is not None and reply[0] == ENDED:
         return int(reply[1])
-    sys.stderr.write(
-        "sandcrew: the warm process's command ended without an exit code "
-        "(it was killed, or `sandcrew warm stop` ended it)\n"
-    )
+    sys.stderr.write("sandcrew: the command ended without an exit code (it was killed)\n")
     return 125
 
 

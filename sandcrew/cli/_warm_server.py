@@ -263,6 +263,12 @@ def _run_command(connection: socket.socket, request: Request, descriptors: list[
     code = 125
     ended = threading.Event()
     try:
+        connection.settimeout(None)
+        _handover.send_frame(connection, _handover.STARTED, str(os.getpid()))
+    except OSError:
+        # The client gave up waiting and runs the command itself.
+        os._exit(code)
+    try:
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(number, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -284,15 +290,12 @@ def _run_command(connection: socket.socket, request: Request, descriptors: list[
         for name in ("stdin", "stdout", "stderr"):
             setattr(sys, f"__{name}__", getattr(sys, name))
         sys.argv = ["sandcrew", *request.arguments]
-        connection.settimeout(None)
-        _handover.send_frame(connection, _handover.STARTED, str(os.getpid()))
         threading.Thread(
             target=_stop_when_client_leaves, args=(connection, ended), daemon=True
         ).start()
         from sandcrew.cli._app import build_app, run_here
 
         code = run_here(build_app())
-        _finish()
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     except BaseException:  # the client gets an exit code whatever happened
@@ -300,6 +303,10 @@ def _run_command(connection: socket.socket, request: Request, descriptors: list[
             import traceback
 
             traceback.print_exc()
+    try:
+        _finish()
+    except BaseException:  # an exit hook's failure does not change the code
+        pass
     finally:
         ended.set()
         with contextlib.suppress(Exception):
