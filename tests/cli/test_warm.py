@@ -345,49 +345,52 @@ def test_a_runtime_folder_open_to_others_is_not_trusted(tmp_path: Path) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+PLANTED_BY_ANOTHER_USER = """
+import os, socket, sys
+planted = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+planted.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+os.setgid(65534)
+os.setuid(65534)
+planted.listen(1)  # the uid SO_PEERCRED reports is the listener's at this call
+print("listening", flush=True)
+planted.settimeout(60)
+connection, _ = planted.accept()
+received = b""
+while chunk := connection.recv(65536):
+    received += chunk
+print(f"received {len(received)} bytes", flush=True)
+"""
+
+
 def test_a_socket_served_by_another_user_is_not_trusted() -> None:
     if os.getuid() != 0:
         pytest.fail("this test plays another user, which needs root (CI runs as root)")
     base = private_runtime_folder()
     env = {**os.environ, "XDG_RUNTIME_DIR": str(base), _handover.BYPASS_VARIABLE: "1"}
-    folder = base / "sandcrew"
-    folder.mkdir(mode=0o700)
-    path = socket_path_for(env)
-    listening = os.pipe()
-    accepted = os.pipe()
-    server = os.fork()
-    if server == 0:  # another user's process listening where ours would
-        try:
-            planted = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            planted.bind(path)
-            os.chmod(path, 0o777)
-            os.setgid(65534)
-            os.setuid(65534)
-            planted.listen(1)
-            os.write(listening[1], b"1")
-            planted.settimeout(20)
-            connection, _ = planted.accept()
-            os.write(accepted[1], b"1")
-            connection.recv(1 << 20)  # whatever a client would send
-        finally:
-            os._exit(0)
+    (base / "sandcrew").mkdir(mode=0o700)
     try:
-        assert os.read(listening[0], 1) == b"1"
-        result = subprocess.run(
-            [sys.executable, "-m", "sandcrew", "--version"],
-            capture_output=True,
+        with subprocess.Popen(
+            [sys.executable, "-c", PLANTED_BY_ANOTHER_USER, socket_path_for(env)],
+            stdout=subprocess.PIPE,
             text=True,
-            env=env,
-            check=False,
-        )
+        ) as planted:
+            assert planted.stdout is not None
+            assert planted.stdout.readline() == "listening\n"
+            result = subprocess.run(
+                [sys.executable, "-m", "sandcrew", "--version"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+                check=False,
+            )
+            said = planted.stdout.read()
         assert result.returncode == 0
         assert result.stdout.strip() == "0.1.0"
-        # The client connected, saw the peer's uid and sent nothing: it ran the command itself.
-        assert os.read(accepted[0], 1) == b"1"
+        # The client connected, saw the listener's uid, sent nothing and ran the command itself.
+        assert said == "received 0 bytes\n"
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(server, signal.SIGKILL)
-        os.waitpid(server, 0)
         shutil.rmtree(base, ignore_errors=True)
 
 
