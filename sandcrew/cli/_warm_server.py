@@ -169,40 +169,58 @@ def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
             _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
             return
         with connection:
-            if _handover.peer_uid(connection) != os.getuid():
-                continue
-            connection.settimeout(REQUEST_SECONDS)
             try:
-                request, descriptors = _receive(connection)
-            except (OSError, ValueError):
+                outcome = _answer(connection, listener, warm)
+            except OSError as error:  # this caller's trouble (gone, too slow): the next one
+                _say(f"a request failed: {error}")
                 continue
-            try:
-                if request.kind == "status":
-                    _handover.send_frame(connection, _handover.STATUS, warm.describe())
-                    continue
-                if request.kind == "stop":
-                    _handover.send_frame(connection, _handover.STATUS, warm.describe())
-                    _say("ending: asked to stop")
-                    return
-                changed = _changed(warm.watched)
-                if changed is not None:
-                    _handover.send_frame(connection, _handover.DECLINED, f"{changed} changed")
-                    _say(f"ending: {changed} changed since the start")
-                    return
-                if len(descriptors) != 3:
-                    _handover.send_frame(connection, _handover.DECLINED, "no standard streams")
-                    continue
-                warm.served += 1
+            if outcome == "command":
                 last_command = time.monotonic()
-                if os.fork() == 0:
-                    listener.close()
-                    warm.lock.close()
-                    _run_command(connection, request, descriptors)
-            except OSError:
-                continue
-            finally:
-                for descriptor in descriptors:
-                    os.close(descriptor)
+            elif outcome == "end":
+                return
+
+
+def _answer(connection: socket.socket, listener: socket.socket, warm: WarmProcess) -> str:
+    """Answer one caller: ``"command"`` when a fork took its command, ``"end"`` when the
+    warm process must end, ``""`` otherwise."""
+    if _handover.peer_uid(connection) != os.getuid():
+        return ""
+    connection.settimeout(REQUEST_SECONDS)
+    try:
+        request, descriptors = _receive(connection)
+    except ValueError as error:
+        _handover.send_frame(connection, _handover.DECLINED, str(error))
+        return ""
+    try:
+        if request.kind == "status":
+            _handover.send_frame(connection, _handover.STATUS, warm.describe())
+            return ""
+        if request.kind == "stop":
+            _handover.send_frame(connection, _handover.STATUS, warm.describe())
+            _say("ending: asked to stop")
+            return "end"
+        changed = _changed(warm.watched)
+        if changed is not None:
+            _handover.send_frame(connection, _handover.DECLINED, f"{changed} changed")
+            _say(f"ending: {changed} changed since the start")
+            return "end"
+        if request.kind != "run" or len(descriptors) != 3:
+            _handover.send_frame(connection, _handover.DECLINED, "not a command with 3 streams")
+            return ""
+        try:
+            forked = os.fork()
+        except OSError as error:  # the caller runs its command itself
+            _handover.send_frame(connection, _handover.DECLINED, f"cannot fork: {error}")
+            return ""
+        if forked == 0:
+            listener.close()
+            warm.lock.close()
+            _run_command(connection, request, descriptors)
+        warm.served += 1
+        return "command"
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
 
 
 def _say(line: str) -> None:

@@ -305,6 +305,26 @@ def test_usage_errors_and_the_version_come_back_with_their_codes(warm: Warm) -> 
     assert warm.served() == 2
 
 
+@pytest.mark.parametrize(
+    "request_bytes",
+    [b"\x00\x00\x00\x05hello", b"\xff\xff\xff\xff", b"\x00\x00\x00\x02\x00\x00", b"\x00"],
+    ids=["not-the-protocol", "over-the-limit", "empty-fields", "too-short"],
+)
+def test_a_malformed_request_is_declined_and_the_next_command_is_served(
+    warm: Warm, request_bytes: bytes
+) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+        caller.settimeout(30)
+        caller.connect(socket_path_for(warm.env))
+        caller.sendall(request_bytes)
+        reply = _handover.read_frame(caller)
+
+    assert reply is not None
+    assert reply[0] == _handover.DECLINED
+    assert warm.sandcrew("--version").stdout.strip() == "0.1.0"
+    assert warm.served() == 1
+
+
 def test_a_runtime_folder_open_to_others_is_not_trusted(tmp_path: Path) -> None:
     base = private_runtime_folder()
     try:
