@@ -6,7 +6,8 @@ imports only this module: it connects, passes its standard streams (the descript
 themselves), its arguments, working folder, umask and environment, and waits for the exit
 code of a fork of that process, which runs the command exactly as this process would
 have. Signals this process gets (Ctrl-C, SIGTERM, SIGHUP) go on to that fork; if this
-process dies, the fork's connection ends and it stops the command as Ctrl-C does.
+process dies, the fork's connection ends and it stops the command as Ctrl-C does; Ctrl-Z
+stops the fork with this process, and ``fg`` continues both.
 
 The socket is trusted only when it is this user's: its folder is this user's and
 closed to others, and the process at the other end runs as this user (SO_PEERCRED),
@@ -213,6 +214,7 @@ def hand_over(arguments: list[str]) -> int | None:
         command_pid = int(reply[1])
         for number in FORWARDED_SIGNALS:
             signal.signal(number, lambda received, _frame: _forward(command_pid, received))
+        _stop_together(command_pid)
         try:
             reply = read_frame(connection)
         except OSError:
@@ -221,6 +223,22 @@ def hand_over(arguments: list[str]) -> int | None:
         return int(reply[1])
     sys.stderr.write("sandcrew: the command ended without an exit code (it was killed)\n")
     return 125
+
+
+def _stop_together(pid: int) -> None:
+    """Ctrl-Z stops the command with this process, and ``fg`` (SIGCONT) goes on with both."""
+
+    def on_stop(_number: int, _frame: object) -> None:
+        _forward(pid, signal.SIGSTOP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until continued
+
+    def on_continue(_number: int, _frame: object) -> None:
+        _forward(pid, signal.SIGCONT)
+        signal.signal(signal.SIGTSTP, on_stop)
+
+    signal.signal(signal.SIGTSTP, on_stop)
+    signal.signal(signal.SIGCONT, on_continue)
 
 
 def _forward(pid: int, number: int) -> None:

@@ -32,6 +32,7 @@ from tests.process import run_cli_in_terminal
 from tests.sandbox.helpers import our_containers, shared_client
 
 WAITS = "import time\nprint('waiting', flush=True)\ntime.sleep(120)\n"
+WAITS_THEN_ENDS = "import time\nprint('waiting', flush=True)\ntime.sleep(2)\nprint('done')\n"
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,54 @@ def test_ctrl_c_or_sigterm_of_the_client_stops_the_command_and_removes_its_conta
     assert b"Interrupted" in stderr
     # The command removed its container before it ended, as in a process of its own.
     assert not our_containers(shared_client(), owner_pid=command)
+
+
+def process_state(pid: int) -> str:
+    """The state letter of ``pid`` (``T`` stopped, ``S`` sleeping, ``R`` running), or
+    ``gone``."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def wait_for_state(pid: int, wanted: set[str]) -> None:
+    deadline = time.monotonic() + 30
+    while process_state(pid) not in wanted:
+        assert time.monotonic() < deadline, f"{pid} stayed {process_state(pid)}"
+        time.sleep(0.05)
+
+
+@pytest.mark.docker
+def test_ctrl_z_stops_the_command_with_its_client_and_fg_continues_both(warm: Warm) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=warm.env,
+    ) as client:
+        try:
+            assert client.stdin is not None
+            assert client.stdout is not None
+            client.stdin.write(WAITS_THEN_ENDS.encode())
+            client.stdin.close()
+            wait_for_line(client.stdout, b"waiting\n")
+            [command] = warm.commands()
+
+            client.send_signal(signal.SIGTSTP)
+            wait_for_state(client.pid, {"T"})
+            # Stopped with its client: the program's 2 s go by without it ending.
+            wait_for_state(command, {"T"})
+            time.sleep(3)
+            assert process_state(command) == "T"
+        finally:
+            client.send_signal(signal.SIGCONT)
+        wait_for_state(command, {"S", "R", "gone"})
+        rest = client.stdout.read()
+        assert client.wait(timeout=60) == 0
+
+    assert rest == b"done\n"
 
 
 @pytest.mark.docker
