@@ -28,7 +28,7 @@ import pytest
 from sandcrew.cli import _handover
 from tests.cli.test_import_graph import LIST_MODULES_AT_EXIT, offenders
 from tests.cli.test_terminal import HOSTILE_OUTPUT, assert_nothing_obeyed, plain
-from tests.process import run_cli_in_terminal
+from tests.process import cli_on_terminal, run_cli_in_terminal
 from tests.sandbox.helpers import our_containers, shared_client
 
 WAITS = "import time\nprint('waiting', flush=True)\ntime.sleep(120)\n"
@@ -176,6 +176,33 @@ def test_hostile_output_on_the_clients_terminal_is_shown_not_obeyed(warm: Warm) 
     assert code == 0
     assert_nothing_obeyed(screen)
     assert "exit 0" in plain(screen)
+
+
+@pytest.mark.docker
+def test_the_repl_runs_on_the_clients_terminal_and_its_ctrl_c_interrupts_a_cell(
+    warm: Warm,
+) -> None:
+    with cli_on_terminal("repl", with_stdin=True, env=warm.env) as terminal:
+        terminal.read_until(b"In [1]: ", within=240)
+        [command] = warm.commands()
+        terminal.send(b"x = 6 * 7\r")
+        terminal.read_until(b"In [2]: ")
+        terminal.send(b"import time\r")
+        terminal.read_until(b"In [3]: ")
+        terminal.send(b"while True:\r    print('looping', flush=True); time.sleep(0.2)\r\r")
+        terminal.read_until(b"\nlooping")
+        # Typed on the terminal: the kernel signals the client, which passes it on.
+        terminal.send(b"\x03")
+        interrupted = terminal.read_until(b"In [4]: ", within=60)
+        terminal.send(b"x\r")
+        value = terminal.read_until(b"In [5]: ")
+        terminal.send(b"\x04")
+        assert terminal.finish() == 0
+
+    assert warm.served() == 1
+    assert b"KeyboardInterrupt" in interrupted
+    assert b"Out[4]: 42" in value
+    no_containers_of([command])
 
 
 @pytest.mark.docker
