@@ -122,6 +122,46 @@ def wait_for_line(stream: object, wanted: bytes) -> bytes:
     return seen
 
 
+@dataclass
+class WaitingRun:
+    """A `sandcrew run -` client whose program has printed ``waiting``, and the pid of the
+    fork of the warm process that runs it."""
+
+    client: subprocess.Popen[bytes]
+    command: int
+
+    def rest(self) -> bytes:
+        assert self.client.stdout is not None
+        return self.client.stdout.read()
+
+    def stderr(self) -> bytes:
+        assert self.client.stderr is not None
+        return self.client.stderr.read()
+
+
+@contextlib.contextmanager
+def waiting_run(warm: Warm, program: str = WAITS) -> Iterator[WaitingRun]:
+    with subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=warm.env,
+    ) as client:
+        assert client.stdin is not None
+        assert client.stdout is not None
+        client.stdin.write(program.encode())
+        client.stdin.close()
+        wait_for_line(client.stdout, b"waiting\n")
+        [command] = warm.commands()
+        try:
+            yield WaitingRun(client, command)
+        finally:
+            if client.poll() is None:
+                client.send_signal(signal.SIGCONT)
+                client.kill()
+
+
 def no_containers_of(pids: list[int], *, within: float = 30) -> None:
     deadline = time.monotonic() + within
     while True:
@@ -210,26 +250,14 @@ def test_the_repl_runs_on_the_clients_terminal_and_its_ctrl_c_interrupts_a_cell(
 def test_ctrl_c_or_sigterm_of_the_client_stops_the_command_and_removes_its_container(
     warm: Warm, stop: signal.Signals
 ) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-m", "sandcrew", "run", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=warm.env,
-    ) as client:
-        assert client.stdin is not None
-        assert client.stdout is not None
-        client.stdin.write(WAITS.encode())
-        client.stdin.close()
-        wait_for_line(client.stdout, b"waiting\n")
-        [command] = warm.commands()
+    with waiting_run(warm) as run:
+        command = run.command
         assert our_containers(shared_client(), owner_pid=command)
-        client.send_signal(stop)
-        assert client.stderr is not None
-        stderr = client.stderr.read()
-        client.wait(timeout=60)
+        run.client.send_signal(stop)
+        stderr = run.stderr()
+        returncode = run.client.wait(timeout=60)
 
-    assert client.returncode == 130, stderr
+    assert returncode == 130, stderr
     assert b"Interrupted" in stderr
     # The command removed its container before it ended, as in a process of its own.
     assert not our_containers(shared_client(), owner_pid=command)
@@ -253,52 +281,28 @@ def wait_for_state(pid: int, wanted: set[str]) -> None:
 
 @pytest.mark.docker
 def test_ctrl_z_stops_the_command_with_its_client_and_fg_continues_both(warm: Warm) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-m", "sandcrew", "run", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=warm.env,
-    ) as client:
+    with waiting_run(warm, WAITS_THEN_ENDS) as run:
         try:
-            assert client.stdin is not None
-            assert client.stdout is not None
-            client.stdin.write(WAITS_THEN_ENDS.encode())
-            client.stdin.close()
-            wait_for_line(client.stdout, b"waiting\n")
-            [command] = warm.commands()
-
-            client.send_signal(signal.SIGTSTP)
-            wait_for_state(client.pid, {"T"})
+            run.client.send_signal(signal.SIGTSTP)
+            wait_for_state(run.client.pid, {"T"})
             # Stopped with its client: the program's 2 s go by without it ending.
-            wait_for_state(command, {"T"})
+            wait_for_state(run.command, {"T"})
             time.sleep(3)
-            assert process_state(command) == "T"
+            assert process_state(run.command) == "T"
         finally:
-            client.send_signal(signal.SIGCONT)
-        wait_for_state(command, {"S", "R", "gone"})
-        rest = client.stdout.read()
-        assert client.wait(timeout=60) == 0
+            run.client.send_signal(signal.SIGCONT)
+        wait_for_state(run.command, {"S", "R", "gone"})
+        rest = run.rest()
+        assert run.client.wait(timeout=60) == 0
 
     assert rest == b"done\n"
 
 
 @pytest.mark.docker
 def test_a_client_killed_outright_stops_its_command_and_its_container_goes(warm: Warm) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-m", "sandcrew", "run", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=warm.env,
-    ) as client:
-        assert client.stdin is not None
-        assert client.stdout is not None
-        client.stdin.write(WAITS.encode())
-        client.stdin.close()
-        wait_for_line(client.stdout, b"waiting\n")
-        [command] = warm.commands()
-        client.kill()
+    with waiting_run(warm) as run:
+        command = run.command
+        run.client.kill()
 
     deadline = time.monotonic() + 60
     while Path(f"/proc/{command}").exists() and time.monotonic() < deadline:
@@ -330,30 +334,16 @@ def test_a_handed_over_command_imports_none_of_the_command_lines_libraries(
 
 
 def test_a_long_command_does_not_keep_the_next_warm_process_from_starting() -> None:
-    with (
-        warm_process() as warm,
-        subprocess.Popen(
-            [sys.executable, "-m", "sandcrew", "run", "-"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=warm.env,
-        ) as client,
-    ):
-        assert client.stdin is not None
-        assert client.stdout is not None
-        client.stdin.write(WAITS.encode())
-        client.stdin.close()
-        wait_for_line(client.stdout, b"waiting\n")
+    with warm_process() as warm, waiting_run(warm) as run:
         stopped = warm.sandcrew("warm", "stop")
         assert stopped.stdout.startswith("stopped: "), stopped.stdout
         # The command goes on; a new warm process starts beside it.
-        assert client.poll() is None
+        assert run.client.poll() is None
         again = warm.sandcrew("warm", "start")
         assert again.returncode == 0, again.stderr
         assert again.stdout.startswith("warm: pid "), again.stdout
-        client.send_signal(signal.SIGINT)
-        assert client.wait(timeout=60) == 130
+        run.client.send_signal(signal.SIGINT)
+        assert run.client.wait(timeout=60) == 130
 
 
 def test_usage_errors_and_the_version_come_back_with_their_codes(warm: Warm) -> None:
