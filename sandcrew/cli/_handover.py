@@ -166,9 +166,17 @@ def _first_command(arguments: list[str]) -> str | None:
     return next((argument for argument in arguments if not argument.startswith("-")), None)
 
 
+def supported() -> bool:
+    """Whether this system tells a Unix socket's peer (Linux's ``SO_PEERCRED``), without
+    which no socket is trusted."""
+    return hasattr(socket, "SO_PEERCRED") and hasattr(socket, "SCM_RIGHTS")
+
+
 def connect() -> socket.socket | None:
     """A connection to this installation's warm process, or None when there is none to
     trust."""
+    if not supported():
+        return None
     path = socket_path()
     if not folder_is_private(os.path.dirname(path)):
         return None
@@ -262,4 +270,5 @@ __all__ = [
     "runtime_folder",
     "send_frame",
     "socket_path",
+    "supported",
 ]

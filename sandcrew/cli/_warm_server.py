@@ -34,6 +34,8 @@ from sandcrew.cli import _handover, prepare_environment
 DEFAULT_IDLE_MINUTES = 30.0
 REQUEST_SECONDS = 5.0
 """How long a client may take to send its request; a stalled one does not hold the rest."""
+LOCK_SECONDS = 5.0
+"""How long a new warm process waits for the installation's lock."""
 
 _MAX_REQUEST = 16 * 1024 * 1024
 
@@ -82,10 +84,16 @@ def serve(*, idle_seconds: float) -> None:
     if not _handover.folder_is_private(folder):
         raise SystemExit(f"{folder} is not a private folder of this user: not listening there")
     lock = open(path.removesuffix(".sock") + ".lock", "w")  # noqa: SIM115 (held until exit)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise SystemExit("a warm process already serves this installation") from None
+    # A warm process that has just ended (its code changed) may still hold it a moment.
+    deadline = time.monotonic() + LOCK_SECONDS
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise SystemExit("a warm process already serves this installation") from None
+            time.sleep(0.05)
     gc.disable()
     prepare_environment()
     _import_commands()
@@ -98,6 +106,7 @@ def serve(*, idle_seconds: float) -> None:
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
+    own_socket = _file_identity(path)
     os.chmod(path, 0o600)
     listener.listen(64)
     _say(f"listening on {path}")
@@ -105,8 +114,17 @@ def serve(*, idle_seconds: float) -> None:
         _serve_requests(listener, warm)
     finally:
         listener.close()
-        with contextlib.suppress(FileNotFoundError):
+        # Only its own: the next warm process may listen there already.
+        if _file_identity(path) == own_socket:
             os.unlink(path)
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _import_commands() -> None:
@@ -192,18 +210,19 @@ def _answer(connection: socket.socket, listener: socket.socket, warm: WarmProces
         _handover.send_frame(connection, _handover.DECLINED, str(error))
         return ""
     try:
-        if request.kind == "status":
-            _handover.send_frame(connection, _handover.STATUS, warm.describe())
-            return ""
         if request.kind == "stop":
             _handover.send_frame(connection, _handover.STATUS, warm.describe())
             _say("ending: asked to stop")
             return "end"
+        # Out of date, it is not warm for `status` either (`warm start` replaces it).
         changed = _changed(warm.watched)
         if changed is not None:
             _handover.send_frame(connection, _handover.DECLINED, f"{changed} changed")
             _say(f"ending: {changed} changed since the start")
             return "end"
+        if request.kind == "status":
+            _handover.send_frame(connection, _handover.STATUS, warm.describe())
+            return ""
         if request.kind != "run" or len(descriptors) != 3:
             _handover.send_frame(connection, _handover.DECLINED, "not a command with 3 streams")
             return ""

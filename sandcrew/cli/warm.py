@@ -32,6 +32,8 @@ def start(
     ] = 30.0,
 ) -> None:
     """Start this installation's warm process (nothing happens if one runs already)."""
+    if not _handover.supported():
+        raise UserError("a warm process needs Linux: it trusts a caller by SO_PEERCRED")
     running = _ask("status")
     if running is not None:
         typer.echo(f"already warm: {running}")

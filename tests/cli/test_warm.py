@@ -82,6 +82,19 @@ class Warm:
         return [int(child) for child in children]
 
 
+def socket_path_for(env: dict[str, str]) -> str:
+    """The warm process's socket for a caller with ``env``'s runtime folder."""
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]
+    try:
+        return _handover.socket_path()
+    finally:
+        if saved is None:
+            del os.environ["XDG_RUNTIME_DIR"]
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
+
+
 def private_runtime_folder() -> Path:
     # Short: a Unix socket's path has at most 107 bytes.
     return Path(tempfile.mkdtemp(prefix="scw", dir="/tmp"))
@@ -527,13 +540,21 @@ def test_a_change_to_sandcrews_code_ends_the_warm_process_and_runs_the_new_code(
         assert f"ending: {watched} changed since the start" in log
 
 
-def socket_path_for(env: dict[str, str]) -> str:
-    saved = os.environ.get("XDG_RUNTIME_DIR")
-    os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]
-    try:
-        return _handover.socket_path()
-    finally:
-        if saved is None:
-            del os.environ["XDG_RUNTIME_DIR"]
-        else:
-            os.environ["XDG_RUNTIME_DIR"] = saved
+@pytest.mark.slow
+def test_warm_start_replaces_a_warm_process_whose_code_changed() -> None:
+    import sandcrew.cli.version as watched_module
+
+    watched = Path(watched_module.__file__)
+    before = watched.stat()
+    with warm_process() as warm:
+        old = warm.pid()
+        os.utime(watched, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        try:
+            again = warm.sandcrew("warm", "start")
+            assert again.returncode == 0, again.stderr
+            assert again.stdout.startswith("warm: pid "), again.stdout
+            assert warm.pid() != old
+            assert warm.sandcrew("--version").stdout.strip() == "0.1.0"
+            assert warm.served() == 1
+        finally:
+            os.utime(watched, ns=(before.st_atime_ns, before.st_mtime_ns))
