@@ -48,6 +48,7 @@ FIRST_REPLY_SECONDS = 10.0
 """How long a command waits for a warm process to take it before it runs by itself."""
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+HELD_SIGNALS = {*FORWARDED_SIGNALS, signal.SIGTSTP, signal.SIGCONT}
 
 _MAX_FRAME = 16 * 1024 * 1024
 
@@ -202,6 +203,16 @@ def hand_over(arguments: list[str]) -> int | None:
     connection = connect()
     if connection is None:
         return None
+    # Held from the request on, so that none comes before the command's pid is known and
+    # none is lost: each is passed on once the handlers below are in place.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        return _run_handed_over(connection, arguments)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _run_handed_over(connection: socket.socket, arguments: list[str]) -> int | None:
     with connection:
         try:
             connection.settimeout(FIRST_REPLY_SECONDS)
@@ -211,18 +222,14 @@ def hand_over(arguments: list[str]) -> int | None:
             reply = read_frame(connection)
         except OSError:
             return None
-        except KeyboardInterrupt:
-            # Before the command began: a command that did begin meets the closed
-            # connection and stops as Ctrl-C stops it.
-            sys.stderr.write("sandcrew: interrupted\n")
-            return 130
         if reply is None or reply[0] != STARTED:
-            return None
+            return None  # a Ctrl-C held meanwhile meets the command run in this process
         connection.settimeout(None)
         command_pid = int(reply[1])
         for number in FORWARDED_SIGNALS:
             signal.signal(number, lambda received, _frame: _forward(command_pid, received))
         _stop_together(command_pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
         try:
             reply = read_frame(connection)
         except OSError:

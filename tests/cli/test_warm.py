@@ -160,6 +160,9 @@ def waiting_run(warm: Warm, program: str = WAITS) -> Iterator[WaitingRun]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=warm.env,
+        # A process group of its own, as a shell gives a job: in an orphaned group (the
+        # test run's may be one) the kernel drops a SIGTSTP instead of stopping anyone.
+        process_group=0,
     ) as client:
         assert client.stdin is not None
         assert client.stdout is not None
