@@ -33,6 +33,8 @@ PROTOCOL = "sandcrew-warm/1"
 BYPASS_VARIABLE = "SANDCREW_WARM"
 """``SANDCREW_WARM=0`` runs every command in its own process, warm process or not."""
 
+REQUEST_HEAD = struct.Struct(">I")
+"""A request: its payload's length, then the payload (see :func:`encode_request`)."""
 # Replies: one tag byte and the payload's length, then the payload.
 _REPLY_HEAD = struct.Struct(">cI")
 STARTED = b"p"
@@ -108,19 +110,20 @@ def send_frame(connection: socket.socket, tag: bytes, payload: str) -> None:
 
 def read_frame(connection: socket.socket) -> tuple[bytes, str] | None:
     """The next reply frame, or None when the connection ended first."""
-    head = _read_exactly(connection, _REPLY_HEAD.size)
+    head = read_exactly(connection, _REPLY_HEAD.size)
     if head is None:
         return None
     tag, length = _REPLY_HEAD.unpack(head)
     if length > _MAX_FRAME:
         return None
-    payload = _read_exactly(connection, length)
+    payload = read_exactly(connection, length)
     if payload is None:
         return None
     return tag, payload.decode("utf-8", "surrogateescape")
 
 
-def _read_exactly(connection: socket.socket, size: int) -> bytes | None:
+def read_exactly(connection: socket.socket, size: int) -> bytes | None:
+    """``size`` bytes from ``connection``, or None when it ended first."""
     data = b""
     while len(data) < size:
         chunk = connection.recv(size - len(data))
@@ -147,7 +150,7 @@ def encode_request(kind: str, arguments: list[str]) -> bytes:
         *(f"{name}={value}" for name, value in os.environ.items()),
     ]
     payload = b"\0".join(os.fsencode(field) for field in fields)
-    return struct.pack(">I", len(payload)) + payload
+    return REQUEST_HEAD.pack(len(payload)) + payload
 
 
 def _stream_form(stream: TextIO | None) -> str:
@@ -191,6 +194,23 @@ def connect() -> socket.socket | None:
         connection.close()
         return None
     return connection
+
+
+def ask(kind: str) -> str | None:
+    """The warm process's answer to ``status`` or ``stop``, or None when there is none."""
+    connection = connect()
+    if connection is None:
+        return None
+    with connection:
+        try:
+            connection.settimeout(FIRST_REPLY_SECONDS)
+            connection.sendall(encode_request(kind, []))
+            reply = read_frame(connection)
+        except OSError:
+            return None
+    if reply is None or reply[0] != STATUS:
+        return None
+    return reply[1]
 
 
 def hand_over(arguments: list[str]) -> int | None:
@@ -266,13 +286,16 @@ __all__ = [
     "DECLINED",
     "ENDED",
     "PROTOCOL",
+    "REQUEST_HEAD",
     "STARTED",
     "STATUS",
+    "ask",
     "connect",
     "encode_request",
     "folder_is_private",
     "hand_over",
     "peer_uid",
+    "read_exactly",
     "read_frame",
     "runtime_folder",
     "send_frame",

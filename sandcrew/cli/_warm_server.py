@@ -258,18 +258,17 @@ def _receive(connection: socket.socket) -> tuple[Request, list[int]]:
             usable = len(payload) - len(payload) % 4
             descriptors.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
     try:
-        if len(data) < 4:
+        head = _handover.REQUEST_HEAD
+        if len(data) < head.size:
             raise ValueError("a request too short for its length")
-        (length,) = struct.unpack(">I", data[:4])
+        (length,) = head.unpack(data[: head.size])
         if length > _MAX_REQUEST:
             raise ValueError("a request over the limit")
-        body = data[4:]
-        while len(body) < length:
-            chunk = connection.recv(min(65536, length - len(body)))
-            if not chunk:
-                raise ValueError("a request that ended early")
-            body += chunk
-        return _decode(body[:length]), descriptors
+        body = data[head.size :]
+        rest = _handover.read_exactly(connection, max(length - len(body), 0))
+        if rest is None:
+            raise ValueError("a request that ended early")
+        return _decode((body + rest)[:length]), descriptors
     except BaseException:
         for descriptor in descriptors:
             os.close(descriptor)

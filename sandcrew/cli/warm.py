@@ -34,7 +34,7 @@ def start(
     """Start this installation's warm process (nothing happens if one runs already)."""
     if not _handover.supported():
         raise UserError("a warm process needs Linux: it trusts a caller by SO_PEERCRED")
-    running = _ask("status")
+    running = _handover.ask("status")
     if running is not None:
         typer.echo(f"already warm: {running}")
         return
@@ -63,7 +63,7 @@ def start(
         )
     deadline = time.monotonic() + READY_SECONDS
     while time.monotonic() < deadline:
-        status = _ask("status")
+        status = _handover.ask("status")
         if status is not None:
             typer.echo(f"warm: {status}")
             return
@@ -81,7 +81,7 @@ def start(
 @warm_app.command("status")
 def status() -> None:
     """Say whether this installation's warm process runs (exit code 1 when it does not)."""
-    running = _ask("status")
+    running = _handover.ask("status")
     if running is None:
         typer.echo("not warm: each command starts its own process")
         raise typer.Exit(1)
@@ -91,28 +91,11 @@ def status() -> None:
 @warm_app.command("stop")
 def stop() -> None:
     """End this installation's warm process (commands it is running go on to their end)."""
-    stopped = _ask("stop")
+    stopped = _handover.ask("stop")
     if stopped is None:
         typer.echo("not warm: nothing to stop")
         return
     typer.echo(f"stopped: {stopped}")
-
-
-def _ask(kind: str) -> str | None:
-    """The warm process's answer to ``kind``, or None when there is none."""
-    connection = _handover.connect()
-    if connection is None:
-        return None
-    with connection:
-        try:
-            connection.settimeout(_handover.FIRST_REPLY_SECONDS)
-            connection.sendall(_handover.encode_request(kind, []))
-            reply = _handover.read_frame(connection)
-        except OSError:
-            return None
-    if reply is None or reply[0] != _handover.STATUS:
-        return None
-    return reply[1]
 
 
 def _last_line(path: str) -> str:

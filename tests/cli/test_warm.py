@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from sandcrew.cli import _handover
+from sandcrew.sandbox._labels import process_status
 from tests.cli.test_import_graph import LIST_MODULES_AT_EXIT, offenders
 from tests.cli.test_terminal import HOSTILE_OUTPUT, assert_nothing_obeyed, plain
 from tests.process import cli_on_terminal, run_cli_in_terminal
@@ -282,10 +283,8 @@ def test_ctrl_c_or_sigterm_of_the_client_stops_the_command_and_removes_its_conta
 def process_state(pid: int) -> str:
     """The state letter of ``pid`` (``T`` stopped, ``S`` sleeping, ``R`` running), or
     ``gone``."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return "gone"
+    status = process_status(pid)
+    return "gone" if status is None else status[0]
 
 
 def wait_for_state(pid: int, wanted: set[str]) -> None:
