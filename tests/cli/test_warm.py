@@ -30,7 +30,7 @@ from sandcrew.sandbox._labels import process_status
 from tests.cli.test_import_graph import LIST_MODULES_AT_EXIT, offenders
 from tests.cli.test_terminal import HOSTILE_OUTPUT, assert_nothing_obeyed, plain
 from tests.process import cli_on_terminal, run_cli_in_terminal
-from tests.sandbox.helpers import our_containers, shared_client
+from tests.sandbox.helpers import our_containers, shared_client, wait_until_gone
 
 WAITS = "import time\nprint('waiting', flush=True)\ntime.sleep(120)\n"
 WAITS_THEN_ENDS = "import time\nprint('waiting', flush=True)\ntime.sleep(2)\nprint('done')\n"
@@ -179,16 +179,6 @@ def waiting_run(warm: Warm, program: str = WAITS) -> Iterator[WaitingRun]:
                 client.kill()
 
 
-def no_containers_of(pids: list[int], *, within: float = 30) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        left = [found for pid in pids for found in our_containers(shared_client(), owner_pid=pid)]
-        if not left:
-            return
-        assert time.monotonic() < deadline, f"containers left behind: {left}"
-        time.sleep(0.2)
-
-
 @pytest.mark.docker
 def test_a_handed_over_run_prints_and_ends_as_a_run_of_its_own(warm: Warm) -> None:
     program = "import sys\nprint(6 * 7)\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n"
@@ -259,7 +249,7 @@ def test_the_repl_runs_on_the_clients_terminal_and_its_ctrl_c_interrupts_a_cell(
     assert warm.served() == 1
     assert b"KeyboardInterrupt" in interrupted
     assert b"Out[4]: 42" in value
-    no_containers_of([command])
+    assert wait_until_gone(command, within=60) == []
 
 
 @pytest.mark.docker
@@ -319,11 +309,8 @@ def test_a_client_killed_outright_stops_its_command_and_its_container_goes(warm:
         command = run.command
         run.client.kill()
 
-    deadline = time.monotonic() + 60
-    while Path(f"/proc/{command}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not Path(f"/proc/{command}").exists(), "the command outlived its client"
-    no_containers_of([command])
+    # The command ends, and its container with it.
+    assert wait_until_gone(command, within=60) == []
 
 
 def test_a_handed_over_command_imports_none_of_the_command_lines_libraries(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp_server.helpers import wait_until_gone
+from tests.sandbox.helpers import wait_until_gone
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 API_KEY = "test-key-" + "0123456789abcdef"

@@ -9,9 +9,8 @@ from e2b import RateLimitException
 from e2b_code_interpreter import Sandbox
 
 from tests.e2b_server.helpers import e2b_server
-from tests.mcp_server.helpers import wait_until_gone
 from tests.process import run_cli
-from tests.sandbox.helpers import our_containers, shared_client
+from tests.sandbox.helpers import our_containers, shared_client, wait_until_gone
 
 pytestmark = pytest.mark.docker
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.sandbox.helpers import our_containers, shared_client
+from tests.sandbox.helpers import wait_until_gone
 
 
 def server_parameters(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
@@ -58,25 +58,6 @@ def sandcrew_mcp_children(parent: int) -> list[int]:
         if parent_pid == parent and b"sandcrew" in command and b"mcp" in command:
             found.append(int(entry.name))
     return found
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_until_gone(server_pid: int, *, within: float = 20.0) -> list[str]:
-    """Wait for the server to exit and its containers to go; the containers still there."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        leftovers = our_containers(shared_client(), owner_pid=server_pid)
-        if not leftovers and not process_alive(server_pid):
-            return []
-        time.sleep(0.2)
-    return our_containers(shared_client(), owner_pid=server_pid)
 
 
 def free_port() -> int:

@@ -21,10 +21,10 @@ from sandcrew.agents import StopReason
 from sandcrew.crew import CrewResult
 from sandcrew.testing import ScriptedModelServer
 from tests.crew.conftest import FIBONACCI_ANSWER, FIBONACCI_TASK, happy_path_turns
-from tests.mcp_server.helpers import http_mcp_server, mcp_session, wait_until_gone
+from tests.mcp_server.helpers import http_mcp_server, mcp_session
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
-from tests.sandbox.helpers import our_containers, shared_client
+from tests.sandbox.helpers import our_containers, shared_client, wait_until_gone
 
 pytestmark = pytest.mark.docker
 

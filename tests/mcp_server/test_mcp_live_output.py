@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tests.mcp_server.helpers import mcp_session, sandcrew_mcp_children, wait_until_gone
-from tests.sandbox.helpers import WAITS_FOR_RELEASE, release_program, shared_client
+from tests.mcp_server.helpers import mcp_session, sandcrew_mcp_children
+from tests.sandbox.helpers import WAITS_FOR_RELEASE, release_program, shared_client, wait_until_gone
 
 pytestmark = pytest.mark.docker
 

@@ -20,11 +20,14 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.mcp_server.helpers import (
     http_mcp_server,
     mcp_session,
-    process_alive,
     sandcrew_mcp_children,
+)
+from tests.sandbox.helpers import (
+    our_containers,
+    process_alive,
+    shared_client,
     wait_until_gone,
 )
-from tests.sandbox.helpers import our_containers, shared_client
 
 pytestmark = pytest.mark.docker
 

@@ -20,12 +20,11 @@ from tests.mcp_server.helpers import (
     mcp_session,
     sandcrew_mcp_children,
     server_parameters,
-    wait_until_gone,
 )
 from tests.process import run_cli
 from tests.programs import FIBONACCI_PROGRAM
 from tests.programs_files import CSV, CSV_SUMMARY, CSV_TO_PNG_PROGRAM, png_size
-from tests.sandbox.helpers import our_containers, shared_client
+from tests.sandbox.helpers import our_containers, shared_client, wait_until_gone
 
 pytestmark = pytest.mark.docker
 

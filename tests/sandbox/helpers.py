@@ -9,13 +9,20 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 
 import docker
 import docker.errors
 
-from sandcrew.sandbox._labels import OWNER_PID_LABEL, POOLED_LABEL, PRODUCT_FILTER, RUN_ID_LABEL
+from sandcrew.sandbox._labels import (
+    OWNER_PID_LABEL,
+    POOLED_LABEL,
+    PRODUCT_FILTER,
+    RUN_ID_LABEL,
+    process_status,
+)
 from sandcrew.sandbox.images import DEFAULT_IMAGES
 
 SANDBOX_IMAGE = DEFAULT_IMAGES["python"]
@@ -29,6 +36,23 @@ def our_containers(client: docker.DockerClient, *, owner_pid: int | None = None)
         all=True, filters={"label": [PRODUCT_FILTER, f"{OWNER_PID_LABEL}={pid}"]}
     )
     return [str(container["Id"]) for container in found]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, ended but not waited for, is not)."""
+    status = process_status(pid)
+    return status is not None and status[0] not in ("Z", "X")
+
+
+def wait_until_gone(pid: int, *, within: float = 20.0) -> list[str]:
+    """Wait for process ``pid`` to end and its containers to go; the containers still there."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        leftovers = our_containers(shared_client(), owner_pid=pid)
+        if not leftovers and not process_alive(pid):
+            return []
+        time.sleep(0.2)
+    return our_containers(shared_client(), owner_pid=pid)
 
 
 def waiting_members(client: docker.DockerClient, *, owner_pid: int | None = None) -> dict[str, str]:

@@ -24,7 +24,7 @@ from sandcrew.sandbox._labels import container_labels
 from sandcrew.sandbox._seccomp import ALLOWED_SYSCALLS, DENIED_SYSCALLS, seccomp_profile
 from sandcrew.sandbox.host import reap_orphans
 from tests.sandbox.conftest import IMAGE
-from tests.sandbox.helpers import container_exists, our_containers, python_process
+from tests.sandbox.helpers import container_exists, our_containers, process_alive, python_process
 
 pytestmark = pytest.mark.docker
 
@@ -327,7 +327,7 @@ async def test_sigterm_to_sandcrew_run_leaves_no_container(
 
 def test_a_zombie_owner_counts_as_dead(docker_client: docker.DockerClient) -> None:
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
-    while Path(f"/proc/{zombie.pid}/stat").read_text().split(")")[1].split()[0] != "Z":
+    while process_alive(zombie.pid):
         time.sleep(0.05)  # exited, not yet waited for: a zombie
     labels = container_labels(
         run_id="zombie-owner", created_at=time.time(), deadline=time.time() + 600
