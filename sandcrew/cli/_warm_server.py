@@ -20,6 +20,7 @@ import importlib
 import io
 import locale
 import os
+import select
 import signal
 import socket
 import struct
@@ -176,31 +177,72 @@ def _changed(watched: dict[str, tuple[int, int]]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Command:
+    """A fork running a caller's command, as the warm process watches it."""
+
+    process: int
+    """A pidfd: readable once the fork has ended, and signalled without a pid's reuse."""
+    caller: socket.socket
+    """The warm process's copy of the caller's connection: readable once the caller is gone."""
+
+
 def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
     last_command = time.monotonic()
-    while True:
-        # Idle means without a command: `warm status` does not keep it alive.
-        listener.settimeout(max(last_command + warm.idle_seconds - time.monotonic(), 0.001))
-        try:
+    # A caller stopped with its command (Ctrl-Z) and then killed outright would leave the
+    # command stopped for ever, its container with it: a command whose caller is gone is
+    # continued, and then sees its connection closed and stops as Ctrl-C stops it.
+    commands: list[_Command] = []
+    try:
+        while True:
+            # Idle means without a command: `warm status` does not keep it alive.
+            left = last_command + warm.idle_seconds - time.monotonic()
+            watched: list[socket.socket | int] = [listener]
+            watched += [command.caller for command in commands]
+            watched += [command.process for command in commands]
+            ready = set(select.select(watched, [], [], max(left, 0))[0])
+            if not ready:
+                _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
+                return
+            for command in list(commands):
+                if command.process in ready:  # ended: its caller hears it from the fork
+                    _forget(command, commands)
+                elif command.caller in ready:
+                    with contextlib.suppress(ProcessLookupError):
+                        signal.pidfd_send_signal(command.process, signal.SIGCONT)
+                    _forget(command, commands)
+            if listener not in ready:
+                continue
             connection, _ = listener.accept()
-        except TimeoutError:
-            _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
-            return
-        with connection:
             try:
                 outcome = _answer(connection, listener, warm)
             except OSError as error:  # this caller's trouble (gone, too slow): the next one
                 _say(f"a request failed: {error}")
-                continue
-            if outcome == "command":
-                last_command = time.monotonic()
-            elif outcome == "end":
+                outcome = ""
+            if isinstance(outcome, _Command):
+                commands.append(outcome)
+            else:
+                connection.close()
+            if outcome == "end":
                 return
+            if outcome != "":
+                last_command = time.monotonic()
+    finally:
+        for command in list(commands):
+            _forget(command, commands)
 
 
-def _answer(connection: socket.socket, listener: socket.socket, warm: WarmProcess) -> str:
-    """Answer one caller: ``"command"`` when a fork took its command, ``"end"`` when the
-    warm process must end, ``""`` otherwise."""
+def _forget(command: _Command, commands: list[_Command]) -> None:
+    commands.remove(command)
+    command.caller.close()
+    os.close(command.process)
+
+
+def _answer(
+    connection: socket.socket, listener: socket.socket, warm: WarmProcess
+) -> _Command | str:
+    """Answer one caller: the command when a fork took it (``"command"`` when it cannot be
+    watched), ``"end"`` when the warm process must end, ``""`` otherwise."""
     if _handover.peer_uid(connection) != os.getuid():
         return ""
     connection.settimeout(REQUEST_SECONDS)
@@ -236,7 +278,10 @@ def _answer(connection: socket.socket, listener: socket.socket, warm: WarmProces
             warm.lock.close()
             _run_command(connection, request, descriptors)
         warm.served += 1
-        return "command"
+        try:
+            return _Command(process=os.pidfd_open(forked), caller=connection)
+        except OSError:  # no pidfds (Linux before 5.3): the command is not watched
+            return "command"
     finally:
         for descriptor in descriptors:
             os.close(descriptor)

@@ -304,6 +304,18 @@ def test_ctrl_z_stops_the_command_with_its_client_and_fg_continues_both(warm: Wa
 
 
 @pytest.mark.docker
+def test_a_command_stopped_with_its_client_ends_when_the_client_is_killed(warm: Warm) -> None:
+    with waiting_run(warm) as run:
+        command = run.command
+        run.client.send_signal(signal.SIGTSTP)
+        wait_for_state(command, {"T"})
+        run.client.kill()
+
+    # Not stopped for ever: continued, it finds its caller gone and stops as on Ctrl-C.
+    assert wait_until_gone(command, within=60) == []
+
+
+@pytest.mark.docker
 def test_a_client_killed_outright_stops_its_command_and_its_container_goes(warm: Warm) -> None:
     with waiting_run(warm) as run:
         command = run.command
