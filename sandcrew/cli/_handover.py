@@ -5,9 +5,11 @@
 imports only this module: it connects, passes its standard streams (the descriptors
 themselves), its arguments, working folder, umask and environment, and waits for the exit
 code of a fork of that process, which runs the command exactly as this process would
-have. Signals this process gets (Ctrl-C, SIGTERM, SIGHUP) go on to that fork; if this
-process dies, the fork's connection ends and it stops the command as Ctrl-C does; Ctrl-Z
-stops the fork with this process, and ``fg`` continues both.
+have. Signals this process gets (Ctrl-C, SIGTERM, SIGHUP, a terminal's resize) go on to
+that fork; if this process dies, the fork's connection ends and it stops the command as
+Ctrl-C does; Ctrl-Z stops the fork with this process, and ``fg`` continues both. A command
+that a fork could not run as this process would (a descriptor path beyond the three
+streams, a background job on its terminal, other interpreter flags) runs here.
 
 The socket is trusted only when it is this user's: its folder is this user's and
 closed to others, and the process at the other end runs as this user (SO_PEERCRED),
@@ -38,9 +40,12 @@ REQUEST_HEAD = struct.Struct(">I")
 # Replies: one tag byte and the payload's length, then the payload.
 _REPLY_HEAD = struct.Struct(">cI")
 STARTED = b"p"
-"""The command's process started; the payload is its pid."""
+"""The command's process is ready; the payload is its pid. It waits for :data:`PROCEED`."""
+PROCEED = b"g"
+"""The caller's one byte after :data:`STARTED`: run the command (a caller that gave up
+waiting closes the connection instead, and runs the command itself)."""
 ENDED = b"x"
-"""The command ended; the payload is its exit code."""
+"""The command ended; the payload is its exit code, or minus the signal that killed it."""
 DECLINED = b"n"
 """The warm process does not take the command (its code changed); the payload says why."""
 STATUS = b"s"
@@ -49,7 +54,7 @@ STATUS = b"s"
 FIRST_REPLY_SECONDS = 10.0
 """How long a command waits for a warm process to take it before it runs by itself."""
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH)
 HELD_SIGNALS = {*FORWARDED_SIGNALS, signal.SIGTSTP, signal.SIGCONT}
 
 _MAX_FRAME = 16 * 1024 * 1024
@@ -94,13 +99,14 @@ def folder_is_private(folder: str) -> bool:
     )
 
 
-def peer_uid(connection: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket, as the kernel says."""
+def peer_credentials(connection: socket.socket) -> tuple[int, int, int]:
+    """The pid, uid and gid of the process at the other end of a Unix socket, as the kernel
+    says."""
     credentials = connection.getsockopt(
         socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
     )
-    _pid, uid, _gid = struct.unpack("3i", credentials)
-    return int(uid)
+    pid, uid, gid = struct.unpack("3i", credentials)
+    return int(pid), int(uid), int(gid)
 
 
 def send_frame(connection: socket.socket, tag: bytes, payload: str) -> None:
@@ -122,10 +128,20 @@ def read_frame(connection: socket.socket) -> tuple[bytes, str] | None:
     return tag, payload.decode("utf-8", "surrogateescape")
 
 
-def read_exactly(connection: socket.socket, size: int) -> bytes | None:
-    """``size`` bytes from ``connection``, or None when it ended first."""
+def read_exactly(
+    connection: socket.socket, size: int, *, deadline: float | None = None
+) -> bytes | None:
+    """``size`` bytes from ``connection``, or None when it ended first; by ``deadline``
+    (``time.monotonic()``) at the latest, if given, or TimeoutError."""
     data = b""
     while len(data) < size:
+        if deadline is not None:
+            import time
+
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("timed out")
+            connection.settimeout(left)
         chunk = connection.recv(size - len(data))
         if not chunk:
             return None
@@ -144,6 +160,7 @@ def encode_request(kind: str, arguments: list[str]) -> bytes:
         kind,
         os.getcwd(),
         str(umask),
+        interpreter_state(),
         *(_stream_form(stream) for stream in streams),
         str(len(arguments)),
         *arguments,
@@ -153,6 +170,39 @@ def encode_request(kind: str, arguments: list[str]) -> bytes:
     return REQUEST_HEAD.pack(len(payload)) + payload
 
 
+def interpreter_state() -> str:
+    """What of a Python process is fixed when it starts, besides its environment: its flags
+    (UTF-8 mode, which the locale may switch on, among them) and ``-X`` options. A fork
+    of the warm process has the warm process's."""
+    flags = sys.flags
+    named = [f"{name}={getattr(flags, name)}" for name in _COMPARED_FLAGS]
+    options = [f"-X{name}={value}" for name, value in sorted(sys._xoptions.items())]
+    return " ".join(named + options)
+
+
+# Not safe_path: the warm process runs with -P, so that the folder it was started in is not
+# on its path (a console script's own path starts at its folder, not the working one).
+_COMPARED_FLAGS = (
+    "debug",
+    "inspect",
+    "interactive",
+    "optimize",
+    "dont_write_bytecode",
+    "no_user_site",
+    "no_site",
+    "ignore_environment",
+    "verbose",
+    "bytes_warning",
+    "quiet",
+    "hash_randomization",
+    "isolated",
+    "dev_mode",
+    "utf8_mode",
+    "warn_default_encoding",
+    "int_max_str_digits",
+)
+
+
 def _stream_form(stream: TextIO | None) -> str:
     if stream is None:
         return "utf-8:strict:0:0"
@@ -160,14 +210,33 @@ def _stream_form(stream: TextIO | None) -> str:
         (
             stream.encoding,
             stream.errors or "strict",
-            str(int(stream.line_buffering)),
-            str(int(getattr(stream, "write_through", False))),
+            str(int(bool(stream.line_buffering))),
+            str(int(bool(getattr(stream, "write_through", False)))),
         )
     )
 
 
 def _first_command(arguments: list[str]) -> str | None:
     return next((argument for argument in arguments if not argument.startswith("-")), None)
+
+
+def _names_other_descriptors(arguments: list[str]) -> bool:
+    """Whether an argument is a path to one of this process's descriptors (``<(...)`` in a
+    shell gives ``/dev/fd/63``): only the three streams go to the fork."""
+    return any(
+        "/dev/fd/" in argument or ("/proc/" in argument and "/fd/" in argument)
+        for argument in arguments
+    )
+
+
+def _in_background_of_terminal() -> bool:
+    """Whether stdin is the terminal of a job control that put this process in the
+    background: a read would stop it (SIGTTIN), which the kernel does not do for a fork of
+    another session."""
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) != os.getpgrp()
+    except OSError:  # not this process's controlling terminal: no job control applies
+        return False
 
 
 def supported() -> bool:
@@ -187,7 +256,7 @@ def connect() -> socket.socket | None:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(path)
-        if peer_uid(connection) != os.getuid():
+        if peer_credentials(connection)[1] != os.getuid():
             connection.close()
             return None
     except OSError:
@@ -220,6 +289,8 @@ def hand_over(arguments: list[str]) -> int | None:
         return None
     if any(stream is None for stream in (sys.stdin, sys.stdout, sys.stderr)):
         return None  # a closed stream gets the command's own error, from this process
+    if _names_other_descriptors(arguments) or _in_background_of_terminal():
+        return None
     connection = connect()
     if connection is None:
         return None
@@ -238,26 +309,45 @@ def _run_handed_over(connection: socket.socket, arguments: list[str]) -> int | N
             connection.settimeout(FIRST_REPLY_SECONDS)
             request = encode_request("run", arguments)
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", 0, 1, 2))]
-            connection.sendmsg([request], rights)
+            sent = connection.sendmsg([request], rights)  # the descriptors go with the first
+            connection.sendall(request[sent:])
             reply = read_frame(connection)
         except OSError:
             return None
         if reply is None or reply[0] != STARTED:
             return None  # a Ctrl-C held meanwhile meets the command run in this process
-        connection.settimeout(None)
         command_pid = int(reply[1])
         for number in FORWARDED_SIGNALS:
             signal.signal(number, lambda received, _frame: _forward(command_pid, received))
         _stop_together(command_pid)
+        try:
+            connection.sendall(PROCEED)
+        except OSError:
+            return None  # its process ended before it ran anything
+        connection.settimeout(None)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
         try:
             reply = read_frame(connection)
         except OSError:
             reply = None
-    if reply is not None and reply[0] == ENDED:
-        return int(reply[1])
-    sys.stderr.write("sandcrew: the command ended without an exit code (it was killed)\n")
-    return 125
+    if reply is None or reply[0] != ENDED:
+        sys.stderr.write("sandcrew: the command ended without an exit code\n")
+        return 125
+    code = int(reply[1])
+    if code < 0:  # killed: this process ends the same way, for its shell to see
+        _die_of(-code)
+        return 128 - code
+    return code
+
+
+def _die_of(number: int) -> None:
+    """End by signal ``number`` as the command did (this returns only for a signal that
+    does not end a process)."""
+    with contextlib.suppress(ValueError, OSError):
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # those have no handler or mask
+            signal.signal(number, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        os.kill(os.getpid(), number)
 
 
 def _stop_together(pid: int) -> None:
@@ -269,6 +359,12 @@ def _stop_together(pid: int) -> None:
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until continued
 
     def on_continue(_number: int, _frame: object) -> None:
+        if _in_background_of_terminal():
+            # Continued in the background (`bg`): the command would read the terminal away
+            # from the shell, where a process of the job would be stopped (SIGTTIN). Both stay
+            # stopped until continued in the foreground (`fg`), which comes back here.
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return
         _forward(pid, signal.SIGCONT)
         signal.signal(signal.SIGTSTP, on_stop)
 
@@ -285,6 +381,7 @@ __all__ = [
     "BYPASS_VARIABLE",
     "DECLINED",
     "ENDED",
+    "PROCEED",
     "PROTOCOL",
     "REQUEST_HEAD",
     "STARTED",
@@ -294,7 +391,8 @@ __all__ = [
     "encode_request",
     "folder_is_private",
     "hand_over",
-    "peer_uid",
+    "interpreter_state",
+    "peer_credentials",
     "read_exactly",
     "read_frame",
     "runtime_folder",

@@ -20,6 +20,7 @@ import importlib
 import io
 import locale
 import os
+import resource
 import select
 import signal
 import socket
@@ -46,6 +47,8 @@ class Request:
     kind: str
     folder: str
     umask: int
+    interpreter: str
+    """The caller's :func:`._handover.interpreter_state`."""
     streams: tuple[str, str, str]
     arguments: list[str]
     environment: dict[str, str]
@@ -62,6 +65,9 @@ class WarmProcess:
     served: int = 0
     watched: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Files whose change ends the warm process (see :func:`_watched_files`)."""
+    interpreter: str = field(default_factory=_handover.interpreter_state)
+    python_variables: dict[str, str] = field(default_factory=dict)
+    """The ``PYTHON*`` variables it started with: read by the interpreter at its start only."""
 
     def describe(self) -> str:
         return (
@@ -95,14 +101,19 @@ def serve(*, idle_seconds: float) -> None:
             if time.monotonic() > deadline:
                 raise SystemExit("a warm process already serves this installation") from None
             time.sleep(0.05)
+    python_variables = _python_variables(os.environ)
     gc.disable()
     prepare_environment()
     _import_commands()
-    warm = WarmProcess(path=path, idle_seconds=idle_seconds, lock=lock, watched=_watched_files())
+    warm = WarmProcess(
+        path=path,
+        idle_seconds=idle_seconds,
+        lock=lock,
+        watched=_watched_files(),
+        python_variables=python_variables,
+    )
     gc.freeze()
     gc.enable()
-    # Forks end on their own; the kernel reaps them.
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -148,17 +159,29 @@ def _import_commands() -> None:
         importlib.import_module(module)
 
 
+def _python_variables(environment: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    return {name: value for name, value in environment.items() if name.startswith("PYTHON")}
+
+
 def _watched_files() -> dict[str, tuple[int, int]]:
-    """Every file of sandcrew's imported (an edit), and the first file of every other
-    top-level package imported (an upgrade replaces it), with their identity now."""
+    """Every Python file of sandcrew's, imported or not (an edit; a fork imports some
+    later), and the first file of every other top-level package imported (an upgrade
+    replaces it), with their identity now."""
+    import sandcrew
+
     watched: dict[str, tuple[int, int]] = {}
+    own_folder = os.path.dirname(os.path.abspath(str(sandcrew.__file__)))
+    for folder, _folders, names in os.walk(own_folder, followlinks=True):
+        for name in names:
+            if name.endswith(".py"):
+                location = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    watched[location] = _identity(location)
     for name, module in list(sys.modules.items()):
-        location = getattr(module, "__file__", None)
-        own = name == "sandcrew" or name.startswith("sandcrew.")
-        if not isinstance(location, str) or not (own or "." not in name):
-            continue
-        with contextlib.suppress(OSError):
-            watched[location] = _identity(location)
+        first_file = getattr(module, "__file__", None)
+        if isinstance(first_file, str) and "." not in name and name != "sandcrew":
+            with contextlib.suppress(OSError):
+                watched[first_file] = _identity(first_file)
     return watched
 
 
@@ -177,14 +200,26 @@ def _changed(watched: dict[str, tuple[int, int]]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Command:
     """A fork running a caller's command, as the warm process watches it."""
 
-    process: int
-    """A pidfd: readable once the fork has ended, and signalled without a pid's reuse."""
+    pid: int
+    process: int | None
+    """A pidfd (None where the kernel has none): readable once the fork has ended, and
+    signalled without a pid's reuse."""
     caller: socket.socket
-    """The warm process's copy of the caller's connection: readable once the caller is gone."""
+    """The warm process's copy of the caller's connection: readable once the caller is
+    gone; the fork's exit code goes on it when the fork was killed."""
+    caller_gone: bool = False
+
+
+_POLL_UNWATCHED_SECONDS = 1.0
+"""How often forks without a pidfd are looked for among the ended."""
+_ACCEPT_PAUSE_SECONDS = 0.1
+"""After a failed accept (out of descriptors, say), before the next."""
+_FORK_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH}
+"""Held around each fork: a fork meets them only once its own handlers are in place."""
 
 
 def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
@@ -197,25 +232,37 @@ def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
         while True:
             # Idle means without a command: `warm status` does not keep it alive.
             left = last_command + warm.idle_seconds - time.monotonic()
-            watched: list[socket.socket | int] = [listener]
-            watched += [command.caller for command in commands]
-            watched += [command.process for command in commands]
-            ready = set(select.select(watched, [], [], max(left, 0))[0])
-            if not ready:
-                _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
-                return
+            if any(command.process is None for command in commands):
+                left = min(left, _POLL_UNWATCHED_SECONDS)
+            poller = select.poll()
+            poller.register(listener, select.POLLIN)
+            for command in commands:
+                if not command.caller_gone:
+                    # Its hang-up only: what the caller sends is the fork's to read.
+                    poller.register(command.caller, select.POLLRDHUP)
+                if command.process is not None:
+                    poller.register(command.process, select.POLLIN)
+            ready = {descriptor for descriptor, _event in poller.poll(max(left, 0) * 1000)}
             for command in list(commands):
-                if command.process in ready:  # ended: its caller hears it from the fork
-                    _forget(command, commands)
-                elif command.caller in ready:
-                    with contextlib.suppress(ProcessLookupError):
-                        signal.pidfd_send_signal(command.process, signal.SIGCONT)
-                    _forget(command, commands)
-            if listener not in ready:
+                if command.caller.fileno() in ready and not command.caller_gone:
+                    command.caller_gone = True
+                    if command.process is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            signal.pidfd_send_signal(command.process, signal.SIGCONT)
+                _reap(command, commands)
+            if listener.fileno() not in ready:
+                if time.monotonic() - last_command >= warm.idle_seconds and not ready:
+                    _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
+                    return
                 continue
-            connection, _ = listener.accept()
             try:
-                outcome = _answer(connection, listener, warm)
+                connection, _ = listener.accept()
+            except OSError as error:
+                _say(f"cannot take a caller: {error}")
+                time.sleep(_ACCEPT_PAUSE_SECONDS)
+                continue
+            try:
+                outcome = _answer(connection, listener, warm, commands)
             except OSError as error:  # this caller's trouble (gone, too slow): the next one
                 _say(f"a request failed: {error}")
                 outcome = ""
@@ -232,22 +279,46 @@ def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
             _forget(command, commands)
 
 
+def _reap(command: _Command, commands: list[_Command]) -> None:
+    """If the fork has ended: its zombie goes, and a caller still there hears how it ended
+    when it could not say so itself (killed)."""
+    try:
+        if command.process is not None:
+            ended = os.waitid(os.P_PIDFD, command.process, os.WEXITED | os.WNOHANG)
+        else:
+            ended = os.waitid(os.P_PID, command.pid, os.WEXITED | os.WNOHANG)
+    except ChildProcessError:
+        ended = None
+        _forget(command, commands)
+        return
+    if ended is None:
+        return
+    if ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED) and not command.caller_gone:
+        with contextlib.suppress(OSError):
+            command.caller.setblocking(False)
+            _handover.send_frame(command.caller, _handover.ENDED, str(-ended.si_status))
+    _forget(command, commands)
+
+
 def _forget(command: _Command, commands: list[_Command]) -> None:
     commands.remove(command)
     command.caller.close()
-    os.close(command.process)
+    if command.process is not None:
+        os.close(command.process)
 
 
 def _answer(
-    connection: socket.socket, listener: socket.socket, warm: WarmProcess
+    connection: socket.socket,
+    listener: socket.socket,
+    warm: WarmProcess,
+    commands: list[_Command],
 ) -> _Command | str:
-    """Answer one caller: the command when a fork took it (``"command"`` when it cannot be
-    watched), ``"end"`` when the warm process must end, ``""`` otherwise."""
-    if _handover.peer_uid(connection) != os.getuid():
+    """Answer one caller: the command when a fork took it, ``"end"`` when the warm process
+    must end, ``""`` otherwise."""
+    if _handover.peer_credentials(connection)[1] != os.getuid():
         return ""
-    connection.settimeout(REQUEST_SECONDS)
     try:
-        request, descriptors = _receive(connection)
+        request, descriptors = _receive(connection, time.monotonic() + REQUEST_SECONDS)
     except ValueError as error:
         _handover.send_frame(connection, _handover.DECLINED, str(error))
         return ""
@@ -268,23 +339,55 @@ def _answer(
         if request.kind != "run" or len(descriptors) != 3:
             _handover.send_frame(connection, _handover.DECLINED, "not a command with 3 streams")
             return ""
+        unlike = _unlike_the_warm_process(connection, request, warm)
+        if unlike is not None:
+            _handover.send_frame(connection, _handover.DECLINED, unlike)
+            return ""
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_SIGNALS)
         try:
             forked = os.fork()
         except OSError as error:  # the caller runs its command itself
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             _handover.send_frame(connection, _handover.DECLINED, f"cannot fork: {error}")
             return ""
         if forked == 0:
-            listener.close()
-            warm.lock.close()
-            _run_command(connection, request, descriptors)
+            # Nothing of the warm process's own runs in a fork from here on, whatever
+            # happens: it ends here.
+            try:
+                for command in commands:
+                    command.caller.close()
+                    if command.process is not None:
+                        os.close(command.process)
+                listener.close()
+                warm.lock.close()
+                _run_command(connection, request, descriptors)
+            finally:
+                os._exit(125)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         warm.served += 1
         try:
-            return _Command(process=os.pidfd_open(forked), caller=connection)
-        except OSError:  # no pidfds (Linux before 5.3): the command is not watched
-            return "command"
+            process: int | None = os.pidfd_open(forked)
+        except OSError:  # no pidfds (Linux before 5.3): looked for by its pid
+            process = None
+        return _Command(pid=forked, process=process, caller=connection)
     finally:
         for descriptor in descriptors:
             os.close(descriptor)
+
+
+def _unlike_the_warm_process(
+    connection: socket.socket, request: Request, warm: WarmProcess
+) -> str | None:
+    """Why a fork could not run the command as the caller's own process would, if so (what
+    a fork can take from the caller, it takes: see :func:`_become_like_the_caller`)."""
+    caller, _uid, _gid = _handover.peer_credentials(connection)
+    if _credentials(str(caller)) != _credentials("self"):
+        return "the caller's groups differ from the warm process's"
+    if request.interpreter != warm.interpreter:
+        return "the caller's interpreter has other flags"
+    if _python_variables(request.environment) != warm.python_variables:
+        return "the caller's PYTHON* variables differ (the interpreter reads them at its start)"
+    return None
 
 
 def _say(line: str) -> None:
@@ -293,8 +396,20 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _receive(connection: socket.socket) -> tuple[Request, list[int]]:
-    """The request and the descriptors that came with it (closed by the caller)."""
+def _credentials(process: str) -> list[str]:
+    """A process's user and group ids and supplementary groups, as its status shows them
+    (empty when it is gone)."""
+    try:
+        with open(f"/proc/{process}/status", encoding="ascii", errors="replace") as status:
+            return [line for line in status if line.startswith(("Uid:", "Gid:", "Groups:"))]
+    except OSError:
+        return []
+
+
+def _receive(connection: socket.socket, deadline: float) -> tuple[Request, list[int]]:
+    """The request and the descriptors that came with it (closed by the caller), whole by
+    ``deadline`` (a stalled caller does not hold the others)."""
+    connection.settimeout(max(deadline - time.monotonic(), 0.001))
     space = socket.CMSG_SPACE(struct.calcsize("3i"))
     data, ancillary, _flags, _address = connection.recvmsg(65536, space)
     descriptors: list[int] = []
@@ -310,7 +425,7 @@ def _receive(connection: socket.socket) -> tuple[Request, list[int]]:
         if length > _MAX_REQUEST:
             raise ValueError("a request over the limit")
         body = data[head.size :]
-        rest = _handover.read_exactly(connection, max(length - len(body), 0))
+        rest = _handover.read_exactly(connection, max(length - len(body), 0), deadline=deadline)
         if rest is None:
             raise ValueError("a request that ended early")
         return _decode((body + rest)[:length]), descriptors
@@ -322,42 +437,107 @@ def _receive(connection: socket.socket) -> tuple[Request, list[int]]:
 
 def _decode(body: bytes) -> Request:
     fields = [os.fsdecode(part) for part in body.split(b"\0")]
-    if len(fields) < 8 or fields[0] != _handover.PROTOCOL:
+    if len(fields) < 9 or fields[0] != _handover.PROTOCOL:
         raise ValueError("not a request of this protocol")
-    count = int(fields[7])
-    arguments = fields[8 : 8 + count]
+    count = int(fields[8])
+    arguments = fields[9 : 9 + count]
     if len(arguments) != count:
         raise ValueError("fewer arguments than announced")
-    environment = dict(entry.split("=", 1) for entry in fields[8 + count :] if "=" in entry)
+    environment = dict(entry.split("=", 1) for entry in fields[9 + count :] if "=" in entry)
     return Request(
         kind=fields[1],
         folder=fields[2],
         umask=int(fields[3]),
-        streams=(fields[4], fields[5], fields[6]),
+        interpreter=fields[4],
+        streams=(fields[5], fields[6], fields[7]),
         arguments=arguments,
         environment=environment,
     )
 
 
 def _run_command(connection: socket.socket, request: Request, descriptors: list[int]) -> NoReturn:
-    """The fork's whole life: become the client's command, run it, say its exit code."""
+    """The fork's whole life: become the caller's command, run it, say its exit code.
+
+    The caller's signals are held (see :data:`_FORK_SIGNALS`) until the fork's own handlers
+    are in place. Whatever could keep it from running the command as the caller's own
+    process would is settled before it says it started; then it waits for the caller's
+    go-ahead, which a caller that gave up waiting never sends.
+    """
+    for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        connection.settimeout(_handover.FIRST_REPLY_SECONDS)
+        unlike = _become_like_the_caller(connection, request)
+        if unlike is not None:
+            _handover.send_frame(connection, _handover.DECLINED, unlike)
+            os._exit(0)
+        _handover.send_frame(connection, _handover.STARTED, str(os.getpid()))
+        if _handover.read_exactly(connection, len(_handover.PROCEED)) != _handover.PROCEED:
+            os._exit(0)
+        connection.settimeout(None)
+    except OSError:  # the caller gave up waiting: it runs the command itself
+        os._exit(0)
     code = 125
     ended = threading.Event()
     try:
-        connection.settimeout(None)
-        _handover.send_frame(connection, _handover.STARTED, str(os.getpid()))
-    except OSError:
-        # The client gave up waiting and runs the command itself.
-        os._exit(code)
+        try:
+            code = _command(connection, request, descriptors, ended)
+        finally:
+            with contextlib.suppress(BaseException):  # an exit hook's failure keeps the code
+                _finish()
+    except BaseException:  # a Ctrl-C during the exit's wait: the code stays
+        pass
+    # The command is over: a signal from here on has nothing to stop.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_SIGNALS)
+    ended.set()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        _handover.send_frame(connection, _handover.ENDED, str(code))
+    os._exit(code)
+
+
+def _become_like_the_caller(connection: socket.socket, request: Request) -> str | None:
+    """The caller's resource limits, priority, CPUs and folder for this fork; why the fork
+    cannot run its command as the caller's process would, if so."""
+    caller, _uid, _gid = _handover.peer_credentials(connection)
     try:
-        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(number, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for limit in _RESOURCE_LIMITS:
+            theirs = resource.prlimit(caller, limit)
+            if theirs != resource.getrlimit(limit):
+                resource.setrlimit(limit, theirs)
+        priority = os.getpriority(os.PRIO_PROCESS, caller)
+        if priority != os.getpriority(os.PRIO_PROCESS, 0):
+            os.setpriority(os.PRIO_PROCESS, 0, priority)
+        processors = os.sched_getaffinity(caller)
+        if processors != os.sched_getaffinity(0):
+            os.sched_setaffinity(0, processors)
+    except (OSError, ValueError) as error:
+        return f"the caller's limits, priority or CPUs are beyond the warm process's: {error}"
+    try:
+        os.chdir(request.folder)
+    except OSError as error:
+        return f"cannot enter the caller's folder: {error}"
+    return None
+
+
+_RESOURCE_LIMITS = tuple(
+    getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")
+)
+
+
+def _command(
+    connection: socket.socket, request: Request, descriptors: list[int], ended: threading.Event
+) -> int:
+    """Take the caller's streams, umask and environment, and run its command: its code."""
+    try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORK_SIGNALS)  # a Ctrl-C held meets it now
         for target, descriptor in enumerate(descriptors):
             os.dup2(descriptor, target)
             os.close(descriptor)
         descriptors.clear()
-        os.chdir(request.folder)
         os.umask(request.umask)
         os.environ.clear()
         os.environ.update(request.environment)
@@ -376,26 +556,28 @@ def _run_command(connection: socket.socket, request: Request, descriptors: list[
         ).start()
         from sandcrew.cli._app import build_app, run_here
 
-        code = run_here(build_app())
+        return run_here(build_app())
     except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    except BaseException:  # the client gets an exit code whatever happened
+        return _exit_code(exit_)
+    except KeyboardInterrupt:  # before the command's own handling was in place
+        return 130
+    except BaseException:  # the caller gets an exit code whatever happened
         with contextlib.suppress(Exception):
             import traceback
 
             traceback.print_exc()
-    try:
-        _finish()
-    except BaseException:  # an exit hook's failure does not change the code
-        pass
-    finally:
-        ended.set()
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        with contextlib.suppress(OSError):
-            _handover.send_frame(connection, _handover.ENDED, str(code))
-        os._exit(code)
+        return 125
+
+
+def _exit_code(exit_: SystemExit) -> int:
+    """The status an interpreter ends with on this SystemExit (its message printed)."""
+    if exit_.code is None:
+        return 0
+    if isinstance(exit_.code, int):
+        return exit_.code
+    with contextlib.suppress(Exception):
+        print(exit_.code, file=sys.stderr)
+    return 1
 
 
 def _finish() -> None:

@@ -50,6 +50,9 @@ def start(
         process = subprocess.Popen(
             [
                 sys.executable,
+                # Not the folder it was started in on its path: a module there (a checkout's
+                # typer.py) must not be imported in place of the library.
+                "-P",
                 "-m",
                 "sandcrew.cli._warm_server",
                 "--idle-minutes",
@@ -60,6 +63,7 @@ def start(
             stderr=log,
             start_new_session=True,
             close_fds=True,
+            cwd="/",
         )
     deadline = time.monotonic() + READY_SECONDS
     while time.monotonic() < deadline:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,7 +154,15 @@ class WaitingRun:
 
 
 @contextlib.contextmanager
-def waiting_run(warm: Warm, program: str = WAITS) -> Iterator[WaitingRun]:
+def waiting_run(
+    warm: Warm,
+    program: str = WAITS,
+    *,
+    preexec_fn: Callable[[], None] | None = None,
+    running: Iterable[int] = (),
+) -> Iterator[WaitingRun]:
+    """A client whose program has printed ``waiting``; ``running``: the commands the warm
+    process ran before it (still running)."""
     with subprocess.Popen(
         [sys.executable, "-m", "sandcrew", "run", "-"],
         stdin=subprocess.PIPE,
@@ -164,13 +172,14 @@ def waiting_run(warm: Warm, program: str = WAITS) -> Iterator[WaitingRun]:
         # A process group of its own, as a shell gives a job: in an orphaned group (the
         # test run's may be one) the kernel drops a SIGTSTP instead of stopping anyone.
         process_group=0,
+        preexec_fn=preexec_fn,
     ) as client:
         assert client.stdin is not None
         assert client.stdout is not None
         client.stdin.write(program.encode())
         client.stdin.close()
         wait_for_line(client.stdout, b"waiting\n")
-        [command] = warm.commands()
+        [command] = set(warm.commands()) - set(running)
         try:
             yield WaitingRun(client, command)
         finally:

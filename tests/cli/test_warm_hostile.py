@@ -1,0 +1,352 @@
+"""`sandcrew warm` against hostile and unusual callers: each is served as its own process
+would serve it, or declined (the command then runs in its own process), and the warm
+process stays reachable and sound for the next command.
+
+Every test starts a real warm process in a runtime folder of its own and talks to it with
+the real console entry point or with the protocol's own client functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandcrew.cli import _handover
+from sandcrew.cli._warm_server import _exit_code
+from tests.cli.test_warm import (
+    WAITS_THEN_ENDS,
+    Warm,
+    socket_path_for,
+    waiting_run,
+    warm_process,
+)
+
+# This file's tests start real warm processes and containers.
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def warm() -> Iterator[Warm]:
+    with warm_process() as started:
+        yield started
+
+
+def test_warm_start_never_imports_a_module_of_the_folder_it_was_started_in(
+    warm: Warm, tmp_path: Path
+) -> None:
+    marker = tmp_path / "imported"
+    checkout = tmp_path / "untrusted-checkout"
+    checkout.mkdir()
+    for library in ("typer", "rich", "pydantic", "docker"):
+        (checkout / f"{library}.py").write_text(
+            f"import pathlib\npathlib.Path({str(marker)!r}).write_text({library!r})\n"
+        )
+    # The console script, as a user types it (`python -m` puts the folder on the path of
+    # the command itself).
+    console_script = str(Path(sys.executable).with_name("sandcrew"))
+    assert warm.sandcrew("warm", "stop").returncode == 0
+
+    started = subprocess.run(
+        [console_script, "warm", "start"],
+        capture_output=True,
+        text=True,
+        cwd=checkout,
+        env=warm.env,
+        timeout=180,
+        check=False,
+    )
+
+    assert started.returncode == 0, started.stderr
+    assert warm.sandcrew("--version").stdout.strip() == "0.1.0"
+    assert warm.served() == 1
+    assert not marker.exists(), f"{marker.read_text()}.py of the folder was imported"
+
+
+def test_a_ctrl_c_right_after_the_hand_over_stays_in_the_fork(warm: Warm) -> None:
+    # Sent the moment the fork says it started: the fork must take it as the command's
+    # Ctrl-C, never let it unwind into the warm process's own code (which removed the
+    # socket, leaving a warm process nobody could reach).
+    server = warm.pid()
+    endings = []
+    for _ in range(30):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+            caller.settimeout(30)
+            caller.connect(socket_path_for(warm.env))  # fails once the socket is gone
+            request = _handover.encode_request("run", ["--version"])
+            streams = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", 0, 1, 2))]
+            caller.sendmsg([request], streams)
+            started = _handover.read_frame(caller)
+            assert started is not None
+            assert started[0] == _handover.STARTED
+            os.kill(int(started[1]), signal.SIGINT)
+            caller.sendall(_handover.PROCEED)
+            ended = _handover.read_frame(caller)
+        assert ended is not None
+        assert ended[0] == _handover.ENDED
+        endings.append(ended[1])
+
+    assert set(endings) == {"130"}
+    assert warm.pid() == server
+    assert Path(socket_path_for(warm.env)).is_socket()
+
+
+def test_a_killed_command_ends_its_client_at_once_by_the_same_signal(warm: Warm) -> None:
+    with waiting_run(warm) as first, waiting_run(warm, running=[first.command]) as second:
+        # Of the warm process's connections, the second command's process holds its own
+        # caller's only: not the first's, which must end when the first command ends.
+        shared = sockets_of(warm.pid()) & sockets_of(second.command)
+        assert len(shared) == 1, shared
+
+        os.kill(first.command, signal.SIGKILL)
+
+        # At once, not when the second command ends: it holds no copy of the connection.
+        assert first.client.wait(timeout=30) == -signal.SIGKILL
+        assert second.client.poll() is None
+
+
+def sockets_of(process: int) -> set[str]:
+    descriptors = Path(f"/proc/{process}/fd").iterdir()
+    return {link for link in map(os.readlink, descriptors) if link.startswith("socket:")}
+
+
+def test_a_caller_that_trickles_its_request_does_not_hold_the_warm_process(warm: Warm) -> None:
+    stop = threading.Event()
+
+    def trickle() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+            caller.connect(socket_path_for(warm.env))
+            caller.sendall(struct.pack(">I", 1000))
+            while not stop.wait(1.0):
+                try:
+                    caller.sendall(b"x")
+                except OSError:
+                    return
+
+    trickler = threading.Thread(target=trickle)
+    trickler.start()
+    try:
+        time.sleep(0.5)
+        # The trickling caller is dropped after the request's time (5 s), whatever it
+        # sends: the next caller is answered (a client waits 10 s before it gives up).
+        assert warm.status().startswith("warm: pid ")
+    finally:
+        stop.set()
+        trickler.join()
+
+
+def test_a_large_environment_is_handed_over_whole(warm: Warm) -> None:
+    large = {f"LARGE_{index}": "x" * 100_000 for index in range(3)}
+
+    result = warm.sandcrew("--version", env={**warm.env, **large})
+
+    assert (result.returncode, result.stdout.strip()) == (0, "0.1.0")
+    assert warm.served() == 1
+
+
+def test_a_path_to_another_descriptor_runs_the_command_in_its_own_process(
+    warm: Warm, tmp_path: Path
+) -> None:
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[sandbox]\ntimeout = 3\n")
+    with settings.open("rb") as opened:
+        descriptor = opened.fileno()
+        # As `--config <(...)` in a shell: the path of a descriptor only this process has.
+        result = subprocess.run(
+            [sys.executable, "-m", "sandcrew", "run", "--config", f"/dev/fd/{descriptor}", "-"],
+            input="import time\ntime.sleep(30)\n",
+            capture_output=True,
+            text=True,
+            env=warm.env,
+            pass_fds=(descriptor,),
+            timeout=180,
+            check=False,
+        )
+
+    assert result.returncode == 124, result.stderr
+    assert warm.served() == 0
+
+
+def test_a_caller_with_other_groups_runs_in_its_own_process(warm: Warm) -> None:
+    if os.getuid() != 0:
+        pytest.fail("this test gives a caller other groups, which needs root (CI runs as root)")
+
+    result = subprocess.run(
+        [sys.executable, "-m", "sandcrew", "--version"],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        extra_groups=[4242],
+        timeout=180,
+        check=False,
+    )
+
+    assert (result.returncode, result.stdout.strip()) == (0, "0.1.0")
+    # Its groups (the docker group, say) are not the warm process's: never lent to it.
+    assert warm.served() == 0
+
+
+def test_a_caller_with_other_interpreter_variables_runs_in_its_own_process(warm: Warm) -> None:
+    result = warm.sandcrew("--version", env={**warm.env, "PYTHONHASHSEED": "123"})
+
+    assert (result.returncode, result.stdout.strip()) == (0, "0.1.0")
+    assert warm.served() == 0
+
+
+def _lower_limits() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (123, 456))
+    os.nice(5)
+
+
+def test_the_command_gets_the_callers_resource_limits_and_priority(warm: Warm) -> None:
+    with waiting_run(warm, preexec_fn=_lower_limits) as run:
+        limits = Path(f"/proc/{run.command}/limits").read_text()
+        priority = os.getpriority(os.PRIO_PROCESS, run.command)
+        run.client.send_signal(signal.SIGINT)
+        assert run.client.wait(timeout=90) == 130
+
+    [open_files] = [line for line in limits.splitlines() if line.startswith("Max open files")]
+    assert open_files.split()[3:5] == ["123", "456"]
+    assert priority == os.getpriority(os.PRIO_PROCESS, 0) + 5
+
+
+def test_exit_codes_of_system_exit_are_the_interpreters() -> None:
+    assert _exit_code(SystemExit()) == 0
+    assert _exit_code(SystemExit(None)) == 0
+    assert _exit_code(SystemExit(3)) == 3
+    assert _exit_code(SystemExit("a message")) == 1
+
+
+# A shell's job control in miniature, on a terminal of its own: `sandcrew run` as a job in
+# the background, or in the foreground then Ctrl-Z, `bg` and `fg`. It prints what it saw
+# as JSON lines.
+JOB_CONTROL = r"""
+import fcntl, json, os, pty, select, signal, subprocess, sys, termios, time
+
+scenario, warm_pid = sys.argv[1], int(sys.argv[2])
+program = sys.argv[3]
+primary, terminal = pty.openpty()
+fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # as a shell: it hands the terminal around
+shell = os.getpgrp()
+os.tcsetpgrp(terminal, shell)
+
+
+def state(pid):
+    with open(f"/proc/{pid}/stat") as status:
+        return status.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_for_state(pid, wanted, within=60):
+    give_up = time.monotonic() + within
+    while state(pid) != wanted and time.monotonic() < give_up:
+        time.sleep(0.05)
+    return state(pid)
+
+
+def commands():
+    with open(f"/proc/{warm_pid}/task/{warm_pid}/children") as children:
+        return [int(pid) for pid in children.read().split()]
+
+
+def read_all(seen=b""):
+    while select.select([primary], [], [], 0.5)[0]:
+        try:
+            seen += os.read(primary, 65536)
+        except OSError:
+            break
+    return seen
+
+
+def say(**facts):
+    print(json.dumps(facts), flush=True)
+
+
+def foreground():
+    os.setpgrp()
+    os.tcsetpgrp(0, os.getpgrp())
+
+
+sandcrew = [sys.executable, "-m", "sandcrew", "run"]
+if scenario == "background":
+    job = subprocess.Popen(
+        [*sandcrew, "-"], stdin=terminal, stdout=terminal, stderr=terminal, process_group=0
+    )
+    say(job=wait_for_state(job.pid, "T"), commands=commands())
+    job.kill()
+elif scenario == "bg":
+    job = subprocess.Popen(
+        [*sandcrew, program], stdin=terminal, stdout=terminal, stderr=terminal,
+        preexec_fn=foreground,
+    )
+    seen = b""
+    while b"waiting" not in seen:
+        seen += os.read(primary, 4096)
+    [command] = commands()
+    os.killpg(job.pid, signal.SIGTSTP)  # Ctrl-Z
+    stopped = (wait_for_state(job.pid, "T"), wait_for_state(command, "T"))
+    os.tcsetpgrp(terminal, shell)
+    os.killpg(job.pid, signal.SIGCONT)  # bg
+    time.sleep(3)  # past the program's own 2 seconds
+    in_background = (state(job.pid), state(command))
+    os.tcsetpgrp(terminal, job.pid)
+    os.killpg(job.pid, signal.SIGCONT)  # fg
+    code = job.wait(timeout=120)
+    os.tcsetpgrp(terminal, shell)
+    seen = read_all(seen)
+    say(stopped=stopped, in_background=in_background, code=code, done=b"done" in seen)
+"""
+
+
+def job_control(warm: Warm, scenario: str, program: Path | None = None) -> dict[str, object]:
+    result = subprocess.run(
+        [sys.executable, "-c", JOB_CONTROL, scenario, str(warm.pid()), str(program)],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        start_new_session=True,  # a session of its own, whose terminal is the pty
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    facts: dict[str, object] = json.loads(result.stdout.splitlines()[-1])
+    return facts
+
+
+def test_a_background_job_reading_its_terminal_is_stopped_as_its_own_process_would_be(
+    warm: Warm,
+) -> None:
+    facts = job_control(warm, "background")
+
+    # Stopped by the kernel (SIGTTIN) as it reads the program from the terminal, in its
+    # own process: a fork of the warm process is not under the terminal's job control and
+    # would read what the user types for the shell.
+    assert facts == {"job": "T", "commands": []}
+    assert warm.served() == 0
+
+
+def test_a_command_continued_in_the_background_stays_stopped_until_fg(
+    warm: Warm, tmp_path: Path
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text(WAITS_THEN_ENDS)
+
+    facts = job_control(warm, "bg", program)
+
+    assert facts["stopped"] == ["T", "T"]
+    # `bg`: the client and its command stay stopped, as a job that reads its terminal in
+    # the background is; `fg` goes on with both, and the program ends as it would have.
+    assert facts["in_background"] == ["T", "T"]
+    assert (facts["code"], facts["done"]) == (0, True)
+    assert warm.served() == 1
