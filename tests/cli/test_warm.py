@@ -9,6 +9,7 @@ command, and the containers go when the client stops or dies.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import shutil
@@ -531,11 +532,20 @@ def test_a_warm_process_killed_outright_leaves_commands_working_and_can_start_ag
 
 
 @pytest.mark.slow
-def test_a_change_to_sandcrews_code_ends_the_warm_process_and_runs_the_new_code() -> None:
+@pytest.mark.parametrize(
+    "module",
+    # Imported when it starts, and one that only a command's run imports (a fork would
+    # import the new file on top of the old code).
+    ["sandcrew.cli.version", "sandcrew._http_serving"],
+)
+def test_a_change_to_sandcrews_code_ends_the_warm_process_and_runs_the_new_code(
+    module: str,
+) -> None:
     # Slow (run one at a time): every warm process of the installation watches this file.
-    import sandcrew.cli.version as watched_module
-
-    watched = Path(watched_module.__file__)
+    spec = importlib.util.find_spec(module)
+    assert spec is not None
+    assert spec.origin is not None
+    watched = Path(spec.origin)
     before = watched.stat()
     with warm_process() as warm:
         try:
