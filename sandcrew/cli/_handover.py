@@ -161,6 +161,7 @@ def encode_request(kind: str, arguments: list[str]) -> bytes:
         os.getcwd(),
         str(umask),
         interpreter_state(),
+        ",".join(str(int(number)) for number in _ignored_signals()),
         *(_stream_form(stream) for stream in streams),
         str(len(arguments)),
         *arguments,
@@ -177,7 +178,14 @@ def interpreter_state() -> str:
     flags = sys.flags
     named = [f"{name}={getattr(flags, name)}" for name in _COMPARED_FLAGS]
     options = [f"-X{name}={value}" for name, value in sorted(sys._xoptions.items())]
-    return " ".join(named + options)
+    warnings = [f"-W{option}" for option in sys.warnoptions]
+    return " ".join(named + options + warnings)
+
+
+def _ignored_signals() -> list[int]:
+    """The forwarded signals this process ignores (``nohup`` ignores SIGHUP): not passed
+    on, and ignored by the command as by this process."""
+    return [number for number in FORWARDED_SIGNALS if signal.getsignal(number) is signal.SIG_IGN]
 
 
 # Not safe_path: the warm process runs with -P, so that the folder it was started in is not
@@ -317,19 +325,23 @@ def _run_handed_over(connection: socket.socket, arguments: list[str]) -> int | N
         if reply is None or reply[0] != STARTED:
             return None  # a Ctrl-C held meanwhile meets the command run in this process
         command_pid = int(reply[1])
-        for number in FORWARDED_SIGNALS:
-            signal.signal(number, lambda received, _frame: _forward(command_pid, received))
-        _stop_together(command_pid)
+        saved = {number: signal.getsignal(number) for number in HELD_SIGNALS}
+        _pass_signals_on(command_pid)
         try:
             connection.sendall(PROCEED)
-        except OSError:
-            return None  # its process ended before it ran anything
+        except OSError:  # its process ended before it ran anything: the command runs here
+            for number, handler in saved.items():
+                signal.signal(number, handler)
+            return None
         connection.settimeout(None)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
         try:
             reply = read_frame(connection)
         except OSError:
             reply = None
+        # The command is over (its pid may soon be another process's): nothing to pass on.
+        for number in FORWARDED_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
     if reply is None or reply[0] != ENDED:
         sys.stderr.write("sandcrew: the command ended without an exit code\n")
         return 125
@@ -350,8 +362,19 @@ def _die_of(number: int) -> None:
         os.kill(os.getpid(), number)
 
 
-def _stop_together(pid: int) -> None:
-    """Ctrl-Z stops the command with this process, and ``fg`` (SIGCONT) goes on with both."""
+def _pass_signals_on(pid: int) -> None:
+    """The command gets the signals this process gets (but those it ignores); Ctrl-Z stops
+    the command with this process, and ``fg`` (SIGCONT) goes on with both."""
+    ending: list[int] = []
+
+    def on_signal(number: int, _frame: object) -> None:
+        if number != signal.SIGWINCH:
+            ending.append(number)
+        _forward(pid, number)
+
+    for number in FORWARDED_SIGNALS:
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            signal.signal(number, on_signal)
 
     def on_stop(_number: int, _frame: object) -> None:
         _forward(pid, signal.SIGSTOP)
@@ -359,10 +382,11 @@ def _stop_together(pid: int) -> None:
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until continued
 
     def on_continue(_number: int, _frame: object) -> None:
-        if _in_background_of_terminal():
+        if _in_background_of_terminal() and not ending:
             # Continued in the background (`bg`): the command would read the terminal away
             # from the shell, where a process of the job would be stopped (SIGTTIN). Both stay
-            # stopped until continued in the foreground (`fg`), which comes back here.
+            # stopped until continued in the foreground (`fg`), which comes back here. Not
+            # when told to end (`kill %1` sends SIGTERM, then SIGCONT): it must go on to end.
             os.kill(os.getpid(), signal.SIGSTOP)
             return
         _forward(pid, signal.SIGCONT)

@@ -49,6 +49,8 @@ class Request:
     umask: int
     interpreter: str
     """The caller's :func:`._handover.interpreter_state`."""
+    ignored: tuple[int, ...]
+    """The signals the caller ignores (``nohup``): its command ignores them too."""
     streams: tuple[str, str, str]
     arguments: list[str]
     environment: dict[str, str]
@@ -122,13 +124,26 @@ def serve(*, idle_seconds: float) -> None:
     os.chmod(path, 0o600)
     listener.listen(64)
     _say(f"listening on {path}")
-    try:
-        _serve_requests(listener, warm)
-    finally:
+
+    def stop_listening() -> None:
         listener.close()
         # Only its own: the next warm process may listen there already.
         if _file_identity(path) == own_socket:
             os.unlink(path)
+        lock.close()  # the next warm process may start while these commands end
+
+    commands: list[_Command] = []
+    try:
+        _serve_requests(listener, warm, commands)
+        stop_listening()
+        # The commands it runs go on to their end, watched as before (a caller killed
+        # outright while its command is stopped, a command killed outright).
+        while commands:
+            _watch(commands, _poll(commands, None, _POLL_UNWATCHED_SECONDS))
+    finally:
+        stop_listening()
+        for command in list(commands):
+            _forget(command, commands)
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:
@@ -222,73 +237,81 @@ _FORK_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH}
 """Held around each fork: a fork meets them only once its own handlers are in place."""
 
 
-def _serve_requests(listener: socket.socket, warm: WarmProcess) -> None:
-    last_command = time.monotonic()
-    # A caller stopped with its command (Ctrl-Z) and then killed outright would leave the
-    # command stopped for ever, its container with it: a command whose caller is gone is
-    # continued, and then sees its connection closed and stops as Ctrl-C stops it.
-    commands: list[_Command] = []
-    try:
-        while True:
-            # Idle means without a command: `warm status` does not keep it alive.
-            left = last_command + warm.idle_seconds - time.monotonic()
-            if any(command.process is None for command in commands):
-                left = min(left, _POLL_UNWATCHED_SECONDS)
-            poller = select.poll()
-            poller.register(listener, select.POLLIN)
-            for command in commands:
-                if not command.caller_gone:
-                    # Its hang-up only: what the caller sends is the fork's to read.
-                    poller.register(command.caller, select.POLLRDHUP)
-                if command.process is not None:
-                    poller.register(command.process, select.POLLIN)
-            ready = {descriptor for descriptor, _event in poller.poll(max(left, 0) * 1000)}
-            for command in list(commands):
-                if command.caller.fileno() in ready and not command.caller_gone:
-                    command.caller_gone = True
-                    if command.process is not None:
-                        with contextlib.suppress(ProcessLookupError):
-                            signal.pidfd_send_signal(command.process, signal.SIGCONT)
-                _reap(command, commands)
-            if listener.fileno() not in ready:
-                if time.monotonic() - last_command >= warm.idle_seconds and not ready:
-                    _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
-                    return
-                continue
-            try:
-                connection, _ = listener.accept()
-            except OSError as error:
-                _say(f"cannot take a caller: {error}")
-                time.sleep(_ACCEPT_PAUSE_SECONDS)
-                continue
-            try:
-                outcome = _answer(connection, listener, warm, commands)
-            except OSError as error:  # this caller's trouble (gone, too slow): the next one
-                _say(f"a request failed: {error}")
-                outcome = ""
-            if isinstance(outcome, _Command):
-                commands.append(outcome)
-            else:
-                connection.close()
-            if outcome == "end":
+def _serve_requests(listener: socket.socket, warm: WarmProcess, commands: list[_Command]) -> None:
+    """Serve callers until idle, stopped or out of date; ``commands``: those running."""
+    last_activity = time.monotonic()
+    while True:
+        # Idle means no command running and none for a while: `warm status` does not count.
+        timeout = None if commands else last_activity + warm.idle_seconds - time.monotonic()
+        ready = _poll(commands, listener, timeout)
+        if _watch(commands, ready):
+            last_activity = time.monotonic()
+        if listener.fileno() not in ready:
+            if not commands and time.monotonic() - last_activity >= warm.idle_seconds:
+                _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
                 return
-            if outcome != "":
-                last_command = time.monotonic()
-    finally:
-        for command in list(commands):
-            _forget(command, commands)
+            continue
+        try:
+            connection, _ = listener.accept()
+        except OSError as error:
+            _say(f"cannot take a caller: {error}")
+            time.sleep(_ACCEPT_PAUSE_SECONDS)
+            continue
+        try:
+            outcome = _answer(connection, listener, warm, commands)
+        except OSError as error:  # this caller's trouble (gone, too slow): the next one
+            _say(f"a request failed: {error}")
+            outcome = ""
+        if isinstance(outcome, _Command):
+            commands.append(outcome)
+            last_activity = time.monotonic()
+        else:
+            connection.close()
+        if outcome == "end":
+            return
+
+
+def _poll(
+    commands: list[_Command], listener: socket.socket | None, timeout: float | None
+) -> set[int]:
+    """The descriptors ready within ``timeout`` seconds (None: until one is): the listener,
+    a caller's hang-up, a fork's end. Forks without a pidfd are looked at every second."""
+    poller = select.poll()
+    if listener is not None:
+        poller.register(listener, select.POLLIN)
+    for command in commands:
+        if not command.caller_gone:
+            # Its hang-up only: what the caller sends is the fork's to read.
+            poller.register(command.caller, select.POLLRDHUP)
+        if command.process is not None:
+            poller.register(command.process, select.POLLIN)
+    if any(command.process is None for command in commands):
+        timeout = min(timeout or _POLL_UNWATCHED_SECONDS, _POLL_UNWATCHED_SECONDS)
+    milliseconds = None if timeout is None else max(timeout, 0) * 1000
+    return {descriptor for descriptor, _event in poller.poll(milliseconds)}
+
+
+def _watch(commands: list[_Command], ready: set[int]) -> bool:
+    """Continue the command of a caller that is gone (it may be stopped: it then sees its
+    connection closed and stops as on Ctrl-C), and forget those that ended; whether any
+    ended."""
+    running = len(commands)
+    for command in list(commands):
+        if command.caller.fileno() in ready and not command.caller_gone:
+            command.caller_gone = True
+            if command.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(command.process, signal.SIGCONT)
+        _reap(command, commands)
+    return len(commands) < running
 
 
 def _reap(command: _Command, commands: list[_Command]) -> None:
     """If the fork has ended: its zombie goes, and a caller still there hears how it ended
     when it could not say so itself (killed)."""
     try:
-        if command.process is not None:
-            ended = os.waitid(os.P_PIDFD, command.process, os.WEXITED | os.WNOHANG)
-        else:
-            ended = os.waitid(os.P_PID, command.pid, os.WEXITED | os.WNOHANG)
-    except ChildProcessError:
-        ended = None
+        ended = _ended(command)
+    except ChildProcessError:  # reaped already
         _forget(command, commands)
         return
     if ended is None:
@@ -298,6 +321,18 @@ def _reap(command: _Command, commands: list[_Command]) -> None:
             command.caller.setblocking(False)
             _handover.send_frame(command.caller, _handover.ENDED, str(-ended.si_status))
     _forget(command, commands)
+
+
+def _ended(command: _Command) -> os.waitid_result | None:
+    """How the fork ended, its zombie gone; None while it runs."""
+    if command.process is not None:
+        try:
+            return os.waitid(os.P_PIDFD, command.process, os.WEXITED | os.WNOHANG)
+        except ChildProcessError:
+            raise
+        except OSError:  # a kernel that cannot wait on a pidfd (before 5.4): by its pid
+            pass
+    return os.waitid(os.P_PID, command.pid, os.WEXITED | os.WNOHANG)
 
 
 def _forget(command: _Command, commands: list[_Command]) -> None:
@@ -381,8 +416,11 @@ def _unlike_the_warm_process(
     """Why a fork could not run the command as the caller's own process would, if so (what
     a fork can take from the caller, it takes: see :func:`_become_like_the_caller`)."""
     caller, _uid, _gid = _handover.peer_credentials(connection)
-    if _credentials(str(caller)) != _credentials("self"):
-        return "the caller's groups differ from the warm process's"
+    theirs = _confinement(str(caller))
+    if not theirs or theirs != _confinement("self"):
+        return (
+            "the caller's groups, capabilities, namespaces or root differ from the warm process's"
+        )
     if request.interpreter != warm.interpreter:
         return "the caller's interpreter has other flags"
     if _python_variables(request.environment) != warm.python_variables:
@@ -396,14 +434,35 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _credentials(process: str) -> list[str]:
-    """A process's user and group ids and supplementary groups, as its status shows them
-    (empty when it is gone)."""
+def _confinement(process: str) -> list[str]:
+    """What confines a process and a fork cannot take on: its user and groups, capabilities,
+    no-new-privileges and seccomp (as its status shows them), its namespaces and its root
+    folder (empty when it is gone). A caller in a sandbox of its own (bwrap, a mount
+    namespace, dropped capabilities) differs, and runs its command in its own process."""
+    folder = f"/proc/{process}"
     try:
-        with open(f"/proc/{process}/status", encoding="ascii", errors="replace") as status:
-            return [line for line in status if line.startswith(("Uid:", "Gid:", "Groups:"))]
+        with open(f"{folder}/status", encoding="ascii", errors="replace") as status:
+            facts = [line for line in status if line.startswith(_CONFINING_STATUS)]
+        facts += [os.readlink(f"{folder}/ns/{kind}") for kind in _NAMESPACES]
+        root = os.stat(f"{folder}/root")
     except OSError:
         return []
+    return [*facts, f"root {root.st_dev}:{root.st_ino}"]
+
+
+_CONFINING_STATUS = (
+    "Uid:",
+    "Gid:",
+    "Groups:",
+    "CapInh:",
+    "CapPrm:",
+    "CapEff:",
+    "CapBnd:",
+    "CapAmb:",
+    "NoNewPrivs:",
+    "Seccomp:",
+)
+_NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc", "cgroup")
 
 
 def _receive(connection: socket.socket, deadline: float) -> tuple[Request, list[int]]:
@@ -437,19 +496,23 @@ def _receive(connection: socket.socket, deadline: float) -> tuple[Request, list[
 
 def _decode(body: bytes) -> Request:
     fields = [os.fsdecode(part) for part in body.split(b"\0")]
-    if len(fields) < 9 or fields[0] != _handover.PROTOCOL:
+    if len(fields) < 10 or fields[0] != _handover.PROTOCOL:
         raise ValueError("not a request of this protocol")
-    count = int(fields[8])
-    arguments = fields[9 : 9 + count]
+    count = int(fields[9])
+    arguments = fields[10 : 10 + count]
     if len(arguments) != count:
         raise ValueError("fewer arguments than announced")
-    environment = dict(entry.split("=", 1) for entry in fields[9 + count :] if "=" in entry)
+    environment = dict(entry.split("=", 1) for entry in fields[10 + count :] if "=" in entry)
+    ignored = tuple(int(number) for number in fields[5].split(",") if number)
+    if not set(ignored) <= set(_handover.FORWARDED_SIGNALS):
+        raise ValueError("ignored signals that are not forwarded ones")
     return Request(
         kind=fields[1],
         folder=fields[2],
         umask=int(fields[3]),
         interpreter=fields[4],
-        streams=(fields[5], fields[6], fields[7]),
+        ignored=ignored,
+        streams=(fields[6], fields[7], fields[8]),
         arguments=arguments,
         environment=environment,
     )
@@ -466,6 +529,8 @@ def _run_command(connection: socket.socket, request: Request, descriptors: list[
     for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    for ignored in request.ignored:
+        signal.signal(ignored, signal.SIG_IGN)
     try:
         connection.settimeout(_handover.FIRST_REPLY_SECONDS)
         unlike = _become_like_the_caller(connection, request)
@@ -494,6 +559,7 @@ def _run_command(connection: socket.socket, request: Request, descriptors: list[
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
+    code &= 0xFF  # as the kernel keeps it: sys.exit(-1) ends a process with 255
     with contextlib.suppress(OSError):
         _handover.send_frame(connection, _handover.ENDED, str(code))
     os._exit(code)

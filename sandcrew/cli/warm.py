@@ -50,6 +50,8 @@ def start(
         process = subprocess.Popen(
             [
                 sys.executable,
+                # This interpreter's flags, which a caller's must match to be served.
+                *subprocess._args_from_interpreter_flags(),  # type: ignore[attr-defined]
                 # Not the folder it was started in on its path: a module there (a checkout's
                 # typer.py) must not be imported in place of the library.
                 "-P",

@@ -8,6 +8,8 @@ the real console entry point or with the protocol's own client functions.
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 import json
 import os
 import resource
@@ -26,12 +28,15 @@ import pytest
 from sandcrew.cli import _handover
 from sandcrew.cli._warm_server import _exit_code
 from tests.cli.test_warm import (
+    WAITS,
     WAITS_THEN_ENDS,
     Warm,
     socket_path_for,
+    wait_for_line,
     waiting_run,
     warm_process,
 )
+from tests.sandbox.helpers import process_alive, wait_until_gone
 
 # This file's tests start real warm processes and containers.
 pytestmark = pytest.mark.docker
@@ -285,6 +290,21 @@ if scenario == "background":
     )
     say(job=wait_for_state(job.pid, "T"), commands=commands())
     job.kill()
+elif scenario == "kill":
+    job = subprocess.Popen(
+        [*sandcrew, program], stdin=terminal, stdout=terminal, stderr=terminal,
+        preexec_fn=foreground,
+    )
+    seen = b""
+    while b"waiting" not in seen:
+        seen += os.read(primary, 4096)
+    os.killpg(job.pid, signal.SIGTSTP)  # Ctrl-Z
+    stopped = wait_for_state(job.pid, "T")
+    os.tcsetpgrp(terminal, shell)
+    os.killpg(job.pid, signal.SIGTERM)  # kill %1: SIGTERM, then SIGCONT
+    os.killpg(job.pid, signal.SIGCONT)
+    code = job.wait(timeout=120)
+    say(stopped=stopped, code=code, removed="removed" in read_all(seen).decode())
 elif scenario == "bg":
     job = subprocess.Popen(
         [*sandcrew, program], stdin=terminal, stdout=terminal, stderr=terminal,
@@ -309,12 +329,17 @@ elif scenario == "bg":
 """
 
 
-def job_control(warm: Warm, scenario: str, program: Path | None = None) -> dict[str, object]:
+def job_control(
+    warm: Warm,
+    scenario: str,
+    program: Path | None = None,
+    environment: dict[str, str] | None = None,
+) -> dict[str, object]:
     result = subprocess.run(
         [sys.executable, "-c", JOB_CONTROL, scenario, str(warm.pid()), str(program)],
         capture_output=True,
         text=True,
-        env=warm.env,
+        env={**warm.env, **(environment or {})},
         start_new_session=True,  # a session of its own, whose terminal is the pty
         timeout=300,
         check=False,
@@ -322,6 +347,22 @@ def job_control(warm: Warm, scenario: str, program: Path | None = None) -> dict[
     assert result.returncode == 0, result.stderr
     facts: dict[str, object] = json.loads(result.stdout.splitlines()[-1])
     return facts
+
+
+@pytest.mark.parametrize("served", [True, False], ids=["warm", "own-process"])
+def test_kill_of_a_stopped_job_ends_it_as_its_own_process_would(
+    warm: Warm, tmp_path: Path, served: bool
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text(WAITS)
+    environment = {} if served else {_handover.BYPASS_VARIABLE: "0"}
+
+    facts = job_control(warm, "kill", program, environment)
+
+    # `kill %1` of a job stopped with Ctrl-Z: the command is interrupted and its container
+    # removed, as in a process of its own (it stayed stopped for ever, both of them).
+    assert facts == {"stopped": "T", "code": 130, "removed": True}
+    assert warm.served() == (1 if served else 0)
 
 
 def test_a_background_job_reading_its_terminal_is_stopped_as_its_own_process_would_be(
@@ -350,3 +391,148 @@ def test_a_command_continued_in_the_background_stays_stopped_until_fg(
     assert facts["in_background"] == ["T", "T"]
     assert (facts["code"], facts["done"]) == (0, True)
     assert warm.served() == 1
+
+
+def _drop_a_capability() -> None:
+    # What `capsh --drop=...` or a container runtime does to a process: a bounding set
+    # without CAP_DAC_READ_SEARCH (2).
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(24, 2, 0, 0, 0) == 0  # PR_CAPBSET_DROP
+
+
+@pytest.mark.parametrize("confinement", ["capability", "mount-namespace"])
+def test_a_confined_caller_runs_in_its_own_process(warm: Warm, confinement: str) -> None:
+    if os.getuid() != 0:
+        pytest.fail("this test confines a caller, which needs root (CI runs as root)")
+    command = [sys.executable, "-m", "sandcrew", "--version"]
+    if confinement == "mount-namespace":  # as bwrap or a flatpak gives a program
+        command = ["unshare", "--mount", "--", *command]
+
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        preexec_fn=_drop_a_capability if confinement == "capability" else None,
+        timeout=180,
+        check=False,
+    )
+
+    assert (result.returncode, result.stdout.strip()) == (0, "0.1.0"), result.stderr
+    # A fork would run outside the caller's confinement: never lent.
+    assert warm.served() == 0
+
+
+def _ignore_hangups() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup
+
+
+def test_a_signal_the_caller_ignores_is_ignored_by_its_command(warm: Warm) -> None:
+    with waiting_run(warm, preexec_fn=_ignore_hangups) as run:
+        [mask] = [
+            line.split()[1]
+            for line in Path(f"/proc/{run.command}/status").read_text().splitlines()
+            if line.startswith("SigIgn:")
+        ]
+        ignored = int(mask, 16)
+        run.client.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        still_running = run.client.poll() is None
+        run.client.send_signal(signal.SIGINT)
+        assert run.client.wait(timeout=90) == 130
+
+    assert ignored & (1 << (signal.SIGHUP - 1))
+    assert still_running
+
+
+def test_the_warm_process_has_the_flags_of_the_interpreter_that_started_it() -> None:
+    with warm_process() as started:
+        # Started with -s, as a console script whose first line is `#!.../python -s`.
+        assert started.sandcrew("warm", "stop").returncode == 0
+        flagged = [sys.executable, "-s", "-m", "sandcrew"]
+        again = subprocess.run(
+            [*flagged, "warm", "start"], env=started.env, capture_output=True, text=True
+        )
+        assert again.returncode == 0, again.stderr
+        with_flag = subprocess.run(
+            [*flagged, "--version"], env=started.env, capture_output=True, text=True
+        )
+        assert started.served() == 1
+        without = started.sandcrew("--version")
+        warnings = subprocess.run(
+            [sys.executable, "-s", "-W", "ignore", "-m", "sandcrew", "--version"],
+            env=started.env,
+            capture_output=True,
+            text=True,
+        )
+
+        for result in (with_flag, without, warnings):
+            assert result.stdout.strip() == "0.1.0"
+        # Served: the caller with the same flags only.
+        assert started.served() == 1
+
+
+def test_a_command_outlives_the_warm_process_and_is_still_watched() -> None:
+    with warm_process("--idle-minutes", "0.1") as started:
+        # Longer than the default 10 s of a run.
+        long_run = dataclasses.replace(
+            started, env={**started.env, "SANDCREW_SANDBOX__TIMEOUT": "120"}
+        )
+        with waiting_run(long_run) as run:
+            server = started.pid()
+            time.sleep(8)  # past the 6 idle seconds: a running command is not idle
+            assert started.pid() == server
+            # Stopped: it no longer listens, and another may start at once, while it
+            # still watches its command to the end.
+            assert started.sandcrew("warm", "stop").returncode == 0
+            assert "not warm" in started.status()
+            assert process_alive(server)
+            assert started.sandcrew("warm", "start").returncode == 0
+            assert started.pid() != server
+            os.kill(run.command, signal.SIGKILL)
+            # Its caller hears how it ended, from the warm process that started it.
+            assert run.client.wait(timeout=30) == -signal.SIGKILL
+        assert wait_until_gone(server, within=30) == []
+
+
+def test_a_caller_whose_go_ahead_comes_too_late_runs_the_command_with_its_own_ctrl_c(
+    warm: Warm,
+) -> None:
+    stop = threading.Event()
+
+    def hold_the_warm_process() -> None:  # for its 5 seconds
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+            caller.connect(socket_path_for(warm.env))
+            caller.sendall(struct.pack(">I", 1000))
+            stop.wait(10)
+
+    holder = threading.Thread(target=hold_the_warm_process)
+    holder.start()
+    try:
+        time.sleep(0.3)
+        with subprocess.Popen(
+            [sys.executable, "-m", "sandcrew", "run", "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=warm.env,
+            process_group=0,
+        ) as client:
+            assert client.stdin is not None
+            client.stdin.write(WAITS.encode())
+            client.stdin.close()
+            time.sleep(1)
+            # Stopped with its request sent, for longer than the fork waits for its
+            # go-ahead: the fork ends, and the client runs the command itself.
+            client.send_signal(signal.SIGSTOP)
+            time.sleep(17)
+            client.send_signal(signal.SIGCONT)
+            assert client.stdout is not None
+            wait_for_line(client.stdout, b"waiting\n")
+            client.send_signal(signal.SIGINT)
+            assert client.wait(timeout=90) == 130
+            assert client.stderr is not None
+            assert b"Interrupted" in client.stderr.read()
+    finally:
+        stop.set()
+        holder.join()
