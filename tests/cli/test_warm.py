@@ -154,6 +154,27 @@ class WaitingRun:
         return self.client.stderr.read()
 
 
+def run_client(
+    warm: Warm, program: str, *, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.Popen[bytes]:
+    """`sandcrew run -` of ``program`` (given on its stdin, which is then closed)."""
+    client = subprocess.Popen(
+        [sys.executable, "-m", "sandcrew", "run", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=warm.env,
+        # A process group of its own, as a shell gives a job: in an orphaned group (the
+        # test run's may be one) the kernel drops a SIGTSTP instead of stopping anyone.
+        process_group=0,
+        preexec_fn=preexec_fn,
+    )
+    assert client.stdin is not None
+    client.stdin.write(program.encode())
+    client.stdin.close()
+    return client
+
+
 @contextlib.contextmanager
 def waiting_run(
     warm: Warm,
@@ -164,21 +185,8 @@ def waiting_run(
 ) -> Iterator[WaitingRun]:
     """A client whose program has printed ``waiting``; ``running``: the commands the warm
     process ran before it (still running)."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "sandcrew", "run", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=warm.env,
-        # A process group of its own, as a shell gives a job: in an orphaned group (the
-        # test run's may be one) the kernel drops a SIGTSTP instead of stopping anyone.
-        process_group=0,
-        preexec_fn=preexec_fn,
-    ) as client:
-        assert client.stdin is not None
+    with run_client(warm, program, preexec_fn=preexec_fn) as client:
         assert client.stdout is not None
-        client.stdin.write(program.encode())
-        client.stdin.close()
         wait_for_line(client.stdout, b"waiting\n")
         [command] = set(warm.commands()) - set(running)
         try:

@@ -31,6 +31,7 @@ from tests.cli.test_warm import (
     WAITS,
     WAITS_THEN_ENDS,
     Warm,
+    run_client,
     socket_path_for,
     wait_for_line,
     waiting_run,
@@ -284,13 +285,9 @@ def foreground():
 
 
 sandcrew = [sys.executable, "-m", "sandcrew", "run"]
-if scenario == "background":
-    job = subprocess.Popen(
-        [*sandcrew, "-"], stdin=terminal, stdout=terminal, stderr=terminal, process_group=0
-    )
-    say(job=wait_for_state(job.pid, "T"), commands=commands())
-    job.kill()
-elif scenario == "kill":
+
+
+def start_in_the_foreground():
     job = subprocess.Popen(
         [*sandcrew, program], stdin=terminal, stdout=terminal, stderr=terminal,
         preexec_fn=foreground,
@@ -298,6 +295,17 @@ elif scenario == "kill":
     seen = b""
     while b"waiting" not in seen:
         seen += os.read(primary, 4096)
+    return job, seen
+
+
+if scenario == "background":
+    job = subprocess.Popen(
+        [*sandcrew, "-"], stdin=terminal, stdout=terminal, stderr=terminal, process_group=0
+    )
+    say(job=wait_for_state(job.pid, "T"), commands=commands())
+    job.kill()
+elif scenario == "kill":
+    job, seen = start_in_the_foreground()
     os.killpg(job.pid, signal.SIGTSTP)  # Ctrl-Z
     stopped = wait_for_state(job.pid, "T")
     os.tcsetpgrp(terminal, shell)
@@ -306,13 +314,7 @@ elif scenario == "kill":
     code = job.wait(timeout=120)
     say(stopped=stopped, code=code, removed="removed" in read_all(seen).decode())
 elif scenario == "bg":
-    job = subprocess.Popen(
-        [*sandcrew, program], stdin=terminal, stdout=terminal, stderr=terminal,
-        preexec_fn=foreground,
-    )
-    seen = b""
-    while b"waiting" not in seen:
-        seen += os.read(primary, 4096)
+    job, seen = start_in_the_foreground()
     [command] = commands()
     os.killpg(job.pid, signal.SIGTSTP)  # Ctrl-Z
     stopped = (wait_for_state(job.pid, "T"), wait_for_state(command, "T"))
@@ -510,17 +512,7 @@ def test_a_caller_whose_go_ahead_comes_too_late_runs_the_command_with_its_own_ct
     holder.start()
     try:
         time.sleep(0.3)
-        with subprocess.Popen(
-            [sys.executable, "-m", "sandcrew", "run", "-"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=warm.env,
-            process_group=0,
-        ) as client:
-            assert client.stdin is not None
-            client.stdin.write(WAITS.encode())
-            client.stdin.close()
+        with run_client(warm, WAITS) as client:
             time.sleep(1)
             # Stopped with its request sent, for longer than the fork waits for its
             # go-ahead: the fork ends, and the client runs the command itself.
