@@ -22,6 +22,7 @@ Only the standard library, and little of it: this module is what every command p
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import socket
@@ -30,7 +31,7 @@ import sys
 import zlib
 from typing import TextIO
 
-PROTOCOL = "sandcrew-warm/1"
+PROTOCOL = "sandcrew-warm/2"
 
 BYPASS_VARIABLE = "SANDCREW_WARM"
 """``SANDCREW_WARM=0`` runs every command in its own process, warm process or not."""
@@ -128,20 +129,10 @@ def read_frame(connection: socket.socket) -> tuple[bytes, str] | None:
     return tag, payload.decode("utf-8", "surrogateescape")
 
 
-def read_exactly(
-    connection: socket.socket, size: int, *, deadline: float | None = None
-) -> bytes | None:
-    """``size`` bytes from ``connection``, or None when it ended first; by ``deadline``
-    (``time.monotonic()``) at the latest, if given, or TimeoutError."""
+def read_exactly(connection: socket.socket, size: int) -> bytes | None:
+    """``size`` bytes from ``connection``, or None when it ended first."""
     data = b""
     while len(data) < size:
-        if deadline is not None:
-            import time
-
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("timed out")
-            connection.settimeout(left)
         chunk = connection.recv(size - len(data))
         if not chunk:
             return None
@@ -212,14 +203,17 @@ _COMPARED_FLAGS = (
 
 
 def _stream_form(stream: TextIO | None) -> str:
+    """How the stream encodes and buffers: its encoding, errors, line buffering, write
+    through, and whether bytes go to the descriptor with no buffer (``-u``)."""
     if stream is None:
-        return "utf-8:strict:0:0"
+        return "utf-8:strict:0:0:0"
     return ":".join(
         (
             stream.encoding,
             stream.errors or "strict",
             str(int(bool(stream.line_buffering))),
             str(int(bool(getattr(stream, "write_through", False)))),
+            str(int(isinstance(getattr(stream, "buffer", None), io.RawIOBase))),
         )
     )
 
@@ -392,7 +386,8 @@ def _pass_signals_on(pid: int) -> None:
         _forward(pid, signal.SIGCONT)
         signal.signal(signal.SIGTSTP, on_stop)
 
-    signal.signal(signal.SIGTSTP, on_stop)
+    if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:  # as its own process would
+        signal.signal(signal.SIGTSTP, on_stop)
     signal.signal(signal.SIGCONT, on_continue)
 
 

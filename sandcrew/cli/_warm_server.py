@@ -139,7 +139,7 @@ def serve(*, idle_seconds: float) -> None:
         # The commands it runs go on to their end, watched as before (a caller killed
         # outright while its command is stopped, a command killed outright).
         while commands:
-            _watch(commands, _poll(commands, None, _POLL_UNWATCHED_SECONDS))
+            _watch(commands, _poll(commands, None, [], _POLL_UNWATCHED_SECONDS))
     finally:
         stop_listening()
         for command in list(commands):
@@ -238,47 +238,172 @@ _FORK_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGWINCH}
 
 
 def _serve_requests(listener: socket.socket, warm: WarmProcess, commands: list[_Command]) -> None:
-    """Serve callers until idle, stopped or out of date; ``commands``: those running."""
+    """Serve callers until idle, stopped or out of date; ``commands``: those running.
+
+    Requests are read as their bytes come, each by its own deadline: a caller that sends
+    nothing holds one of the pending places, never the warm process."""
     last_activity = time.monotonic()
-    while True:
-        # Idle means no command running and none for a while: `warm status` does not count.
-        timeout = None if commands else last_activity + warm.idle_seconds - time.monotonic()
-        ready = _poll(commands, listener, timeout)
-        if _watch(commands, ready):
-            last_activity = time.monotonic()
-        if listener.fileno() not in ready:
-            if not commands and time.monotonic() - last_activity >= warm.idle_seconds:
+    pending: list[_Pending] = []
+    try:
+        while True:
+            now = time.monotonic()
+            for late in [caller for caller in pending if caller.deadline <= now]:
+                _say("a request failed: not whole in time")
+                with contextlib.suppress(OSError):  # a word if it listens, never a wait
+                    _handover.send_frame(late.connection, _handover.DECLINED, "not whole in time")
+                pending.remove(late)
+                late.close()
+            # Idle means no command running and none for a while: `warm status` does not count.
+            timeout = None if commands else last_activity + warm.idle_seconds - now
+            if pending:
+                first_deadline = min(caller.deadline for caller in pending) - now
+                timeout = first_deadline if timeout is None else min(timeout, first_deadline)
+            ready = _poll(commands, listener, pending, timeout)
+            if _watch(commands, ready):
+                last_activity = time.monotonic()
+            for caller in [caller for caller in pending if caller.fileno in ready]:
+                outcome = _answer_when_whole(caller, listener, pending, warm, commands)
+                if outcome is None:
+                    continue
+                pending.remove(caller)
+                if isinstance(outcome, _Command):
+                    commands.append(outcome)
+                    last_activity = time.monotonic()
+                else:
+                    caller.close()
+                if outcome == "end":
+                    return
+            if listener.fileno() in ready:
+                taken = _accept(listener)
+                if taken is not None:
+                    if len(pending) >= _MAX_PENDING:  # the one waiting longest makes way
+                        pending.pop(0).close()
+                    pending.append(taken)
+            elif (
+                not pending
+                and not commands
+                and time.monotonic() - last_activity >= warm.idle_seconds
+            ):
                 _say(f"ending: no command for {warm.idle_seconds / 60:g} minutes")
                 return
-            continue
-        try:
-            connection, _ = listener.accept()
-        except OSError as error:
-            _say(f"cannot take a caller: {error}")
-            time.sleep(_ACCEPT_PAUSE_SECONDS)
-            continue
-        try:
-            outcome = _answer(connection, listener, warm, commands)
-        except OSError as error:  # this caller's trouble (gone, too slow): the next one
-            _say(f"a request failed: {error}")
-            outcome = ""
-        if isinstance(outcome, _Command):
-            commands.append(outcome)
-            last_activity = time.monotonic()
-        else:
-            connection.close()
-        if outcome == "end":
-            return
+    finally:
+        for caller in pending:
+            caller.close()
+
+
+_MAX_PENDING = 32
+"""Callers whose requests are still coming, at most (each holds a descriptor or four)."""
+_ANCILLARY_SPACE = socket.CMSG_SPACE(struct.calcsize("3i"))
+
+
+@dataclass
+class _Pending:
+    """A caller whose request is still coming."""
+
+    connection: socket.socket
+    deadline: float
+    fileno: int
+    data: bytearray = field(default_factory=bytearray)
+    descriptors: list[int] = field(default_factory=list)
+    """The streams that came with it (the warm process's copies, closed once answered)."""
+
+    def close_descriptors(self) -> None:
+        for descriptor in self.descriptors:
+            os.close(descriptor)
+        self.descriptors.clear()
+
+    def close(self) -> None:
+        self.close_descriptors()
+        self.connection.close()
+
+
+def _accept(listener: socket.socket) -> _Pending | None:
+    """The next caller, if it is this user's."""
+    try:
+        connection, _ = listener.accept()
+    except OSError as error:
+        _say(f"cannot take a caller: {error}")
+        time.sleep(_ACCEPT_PAUSE_SECONDS)
+        return None
+    try:
+        if _handover.peer_credentials(connection)[1] == os.getuid():
+            connection.setblocking(False)
+            return _Pending(connection, time.monotonic() + REQUEST_SECONDS, connection.fileno())
+    except OSError:
+        pass
+    connection.close()
+    return None
+
+
+def _answer_when_whole(
+    caller: _Pending,
+    listener: socket.socket,
+    pending: list[_Pending],
+    warm: WarmProcess,
+    commands: list[_Command],
+) -> _Command | str | None:
+    """What :func:`_answer` made of the caller's request (see there), once it is whole; None
+    while it is still coming."""
+    request: Request | str | None
+    try:
+        request = _read_some(caller)
+    except BlockingIOError:
+        return None
+    except ValueError as error:
+        request = str(error)
+    except OSError as error:  # this caller's trouble (gone): the next one
+        _say(f"a request failed: {error}")
+        return ""
+    if request is None:
+        return None
+    try:
+        caller.connection.settimeout(max(caller.deadline - time.monotonic(), 0.001))
+        if isinstance(request, str):
+            _handover.send_frame(caller.connection, _handover.DECLINED, request)
+            return ""
+        return _answer(caller, request, listener, pending, warm, commands)
+    except OSError as error:
+        _say(f"a request failed: {error}")
+        return ""
+    finally:
+        caller.close_descriptors()
+
+
+def _read_some(caller: _Pending) -> Request | None:
+    """What the caller has sent so far added to its request: the request once whole."""
+    data, ancillary, _flags, _address = caller.connection.recvmsg(65536, _ANCILLARY_SPACE)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            caller.descriptors.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
+    if not data:
+        raise ValueError("a request that ended early")
+    caller.data += data
+    head = _handover.REQUEST_HEAD
+    if len(caller.data) < head.size:
+        return None
+    (length,) = head.unpack_from(caller.data)
+    if length > _MAX_REQUEST:
+        raise ValueError("a request over the limit")
+    if len(caller.data) < head.size + length:
+        return None
+    return _decode(bytes(caller.data[head.size : head.size + length]))
 
 
 def _poll(
-    commands: list[_Command], listener: socket.socket | None, timeout: float | None
+    commands: list[_Command],
+    listener: socket.socket | None,
+    pending: list[_Pending],
+    timeout: float | None,
 ) -> set[int]:
     """The descriptors ready within ``timeout`` seconds (None: until one is): the listener,
-    a caller's hang-up, a fork's end. Forks without a pidfd are looked at every second."""
+    more of a pending request, a caller's hang-up, a fork's end. Forks without a pidfd are
+    looked at every second."""
     poller = select.poll()
     if listener is not None:
         poller.register(listener, select.POLLIN)
+    for caller in pending:
+        poller.register(caller.connection, select.POLLIN)
     for command in commands:
         if not command.caller_gone:
             # Its hang-up only: what the caller sends is the fork's to read.
@@ -343,71 +468,63 @@ def _forget(command: _Command, commands: list[_Command]) -> None:
 
 
 def _answer(
-    connection: socket.socket,
+    caller: _Pending,
+    request: Request,
     listener: socket.socket,
+    pending: list[_Pending],
     warm: WarmProcess,
     commands: list[_Command],
 ) -> _Command | str:
-    """Answer one caller: the command when a fork took it, ``"end"`` when the warm process
-    must end, ``""`` otherwise."""
-    if _handover.peer_credentials(connection)[1] != os.getuid():
+    """Answer one caller's whole request: the command when a fork took it, ``"end"`` when
+    the warm process must end, ``""`` otherwise."""
+    connection, descriptors = caller.connection, caller.descriptors
+    if request.kind == "stop":
+        _handover.send_frame(connection, _handover.STATUS, warm.describe())
+        _say("ending: asked to stop")
+        return "end"
+    # Out of date, it is not warm for `status` either (`warm start` replaces it).
+    changed = _changed(warm.watched)
+    if changed is not None:
+        _handover.send_frame(connection, _handover.DECLINED, f"{changed} changed")
+        _say(f"ending: {changed} changed since the start")
+        return "end"
+    if request.kind == "status":
+        _handover.send_frame(connection, _handover.STATUS, warm.describe())
         return ""
-    try:
-        request, descriptors = _receive(connection, time.monotonic() + REQUEST_SECONDS)
-    except ValueError as error:
-        _handover.send_frame(connection, _handover.DECLINED, str(error))
+    if request.kind != "run" or len(descriptors) != 3:
+        _handover.send_frame(connection, _handover.DECLINED, "not a command with 3 streams")
         return ""
+    unlike = _unlike_the_warm_process(connection, request, warm)
+    if unlike is not None:
+        _handover.send_frame(connection, _handover.DECLINED, unlike)
+        return ""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_SIGNALS)
     try:
-        if request.kind == "stop":
-            _handover.send_frame(connection, _handover.STATUS, warm.describe())
-            _say("ending: asked to stop")
-            return "end"
-        # Out of date, it is not warm for `status` either (`warm start` replaces it).
-        changed = _changed(warm.watched)
-        if changed is not None:
-            _handover.send_frame(connection, _handover.DECLINED, f"{changed} changed")
-            _say(f"ending: {changed} changed since the start")
-            return "end"
-        if request.kind == "status":
-            _handover.send_frame(connection, _handover.STATUS, warm.describe())
-            return ""
-        if request.kind != "run" or len(descriptors) != 3:
-            _handover.send_frame(connection, _handover.DECLINED, "not a command with 3 streams")
-            return ""
-        unlike = _unlike_the_warm_process(connection, request, warm)
-        if unlike is not None:
-            _handover.send_frame(connection, _handover.DECLINED, unlike)
-            return ""
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_SIGNALS)
-        try:
-            forked = os.fork()
-        except OSError as error:  # the caller runs its command itself
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            _handover.send_frame(connection, _handover.DECLINED, f"cannot fork: {error}")
-            return ""
-        if forked == 0:
-            # Nothing of the warm process's own runs in a fork from here on, whatever
-            # happens: it ends here.
-            try:
-                for command in commands:
-                    command.caller.close()
-                    if command.process is not None:
-                        os.close(command.process)
-                listener.close()
-                warm.lock.close()
-                _run_command(connection, request, descriptors)
-            finally:
-                os._exit(125)
+        forked = os.fork()
+    except OSError as error:  # the caller runs its command itself
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        warm.served += 1
+        _handover.send_frame(connection, _handover.DECLINED, f"cannot fork: {error}")
+        return ""
+    if forked == 0:
+        # Nothing of the warm process's own runs in a fork from here on, whatever
+        # happens: it ends here.
         try:
-            process: int | None = os.pidfd_open(forked)
-        except OSError:  # no pidfds (Linux before 5.3): looked for by its pid
-            process = None
-        return _Command(pid=forked, process=process, caller=connection)
-    finally:
-        for descriptor in descriptors:
-            os.close(descriptor)
+            for command in commands:
+                command.caller.close()
+                if command.process is not None:
+                    os.close(command.process)
+            listener.close()
+            warm.lock.close()
+            _run_command(connection, request, descriptors)
+        finally:
+            os._exit(125)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    warm.served += 1
+    try:
+        process: int | None = os.pidfd_open(forked)
+    except OSError:  # no pidfds (Linux before 5.3): looked for by its pid
+        process = None
+    return _Command(pid=forked, process=process, caller=connection)
 
 
 def _unlike_the_warm_process(
@@ -436,20 +553,34 @@ def _say(line: str) -> None:
 
 def _confinement(process: str) -> list[str]:
     """What confines a process and a fork cannot take on: its user and groups, capabilities,
-    no-new-privileges and seccomp (as its status shows them), its namespaces and its root
-    folder (empty when it is gone). A caller in a sandbox of its own (bwrap, a mount
-    namespace, dropped capabilities) differs, and runs its command in its own process."""
+    no-new-privileges and seccomp filters (as its status shows them), its security labels
+    (AppArmor, SELinux, Smack), its namespaces and its root folder (empty when it is gone).
+    A caller in a sandbox of its own (bwrap, a mount namespace, dropped capabilities, a
+    seccomp filter of its own) differs, and runs its command in its own process. Landlock
+    leaves no trace another process can read (see docs/security.md)."""
     folder = f"/proc/{process}"
     try:
         with open(f"{folder}/status", encoding="ascii", errors="replace") as status:
             facts = [line for line in status if line.startswith(_CONFINING_STATUS)]
-        facts += [os.readlink(f"{folder}/ns/{kind}") for kind in _NAMESPACES]
         root = os.stat(f"{folder}/root")
     except OSError:
         return []
+    # What the kernel does not have (a namespace, a security module) reads alike for both.
+    for kind in _NAMESPACES:
+        try:
+            facts.append(os.readlink(f"{folder}/ns/{kind}"))
+        except OSError as error:
+            facts.append(f"ns/{kind}: {error.errno}")
+    for label in _SECURITY_LABELS:
+        try:
+            with open(f"{folder}/attr/{label}", "rb") as read:
+                facts.append(f"attr/{label}: {read.read()!r}")
+        except OSError as error:
+            facts.append(f"attr/{label}: {error.errno}")
     return [*facts, f"root {root.st_dev}:{root.st_ino}"]
 
 
+_SECURITY_LABELS = ("current", "apparmor/current", "selinux/current", "smack/current")
 _CONFINING_STATUS = (
     "Uid:",
     "Gid:",
@@ -461,37 +592,9 @@ _CONFINING_STATUS = (
     "CapAmb:",
     "NoNewPrivs:",
     "Seccomp:",
+    "Seccomp_filters:",  # a filter of the caller's own on top of those the two share
 )
-_NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc", "cgroup")
-
-
-def _receive(connection: socket.socket, deadline: float) -> tuple[Request, list[int]]:
-    """The request and the descriptors that came with it (closed by the caller), whole by
-    ``deadline`` (a stalled caller does not hold the others)."""
-    connection.settimeout(max(deadline - time.monotonic(), 0.001))
-    space = socket.CMSG_SPACE(struct.calcsize("3i"))
-    data, ancillary, _flags, _address = connection.recvmsg(65536, space)
-    descriptors: list[int] = []
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(payload) - len(payload) % 4
-            descriptors.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
-    try:
-        head = _handover.REQUEST_HEAD
-        if len(data) < head.size:
-            raise ValueError("a request too short for its length")
-        (length,) = head.unpack(data[: head.size])
-        if length > _MAX_REQUEST:
-            raise ValueError("a request over the limit")
-        body = data[head.size :]
-        rest = _handover.read_exactly(connection, max(length - len(body), 0), deadline=deadline)
-        if rest is None:
-            raise ValueError("a request that ended early")
-        return _decode((body + rest)[:length]), descriptors
-    except BaseException:
-        for descriptor in descriptors:
-            os.close(descriptor)
-        raise
+_NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc", "cgroup", "time")
 
 
 def _decode(body: bytes) -> Request:
@@ -656,9 +759,11 @@ def _finish() -> None:
 
 
 def _text_stream(number: int, form: str) -> io.TextIOWrapper:
-    encoding, errors, line_buffering, write_through = form.rsplit(":", 3)
+    encoding, errors, line_buffering, write_through, unbuffered = form.rsplit(":", 4)
     mode = "rb" if number == 0 else "wb"
-    binary = open(number, mode, closefd=False)  # noqa: SIM115 (lives as long as the fork)
+    # Under -u or PYTHONUNBUFFERED the caller's output goes through no buffer.
+    buffering = 0 if unbuffered == "1" else -1
+    binary = open(number, mode, buffering, closefd=False)  # noqa: SIM115 (as long as the fork)
     return io.TextIOWrapper(
         binary,
         encoding=encoding,
@@ -674,8 +779,15 @@ def _stop_when_client_leaves(connection: socket.socket, ended: threading.Event) 
     with contextlib.suppress(OSError):
         while connection.recv(4096):
             pass
-    if not ended.is_set():
-        os.kill(os.getpid(), signal.SIGINT)
+    if ended.is_set():
+        return
+    # A caller started as `command &` by a script ignores SIGINT, and so does its command:
+    # SIGTERM then (the command line takes it as Ctrl-C), or an end without cleanup, as the
+    # caller's own process had (the reaper removes its containers).
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            os.kill(os.getpid(), number)
+            return
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ class Warm:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
         umask: int = -1,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "sandcrew", *args],
@@ -60,6 +61,7 @@ class Warm:
             env=self.env if env is None else env,
             cwd=cwd,
             umask=umask,
+            preexec_fn=preexec_fn,
             timeout=180,
             check=False,
         )
@@ -103,12 +105,14 @@ def private_runtime_folder() -> Path:
 
 
 @contextlib.contextmanager
-def warm_process(*options: str) -> Iterator[Warm]:
+def warm_process(*options: str, preexec_fn: Callable[[], None] | None = None) -> Iterator[Warm]:
+    """A warm process of its own; ``preexec_fn`` runs in ``warm start``'s process before
+    its program (what it sets, the warm process inherits)."""
     base = private_runtime_folder()
     # The test run's own environment says SANDCREW_WARM=0 (tests/conftest.py).
     env = {**os.environ, "XDG_RUNTIME_DIR": str(base), _handover.BYPASS_VARIABLE: "1"}
     warm = Warm(env=env, folder=base / "sandcrew")
-    started = warm.sandcrew("warm", "start", *options)
+    started = warm.sandcrew("warm", "start", *options, preexec_fn=preexec_fn)
     assert started.returncode == 0, started.stderr
     assert started.stdout.startswith("warm: pid "), started.stdout
     try:

@@ -20,24 +20,31 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from sandcrew.cli import _handover
 from sandcrew.cli._warm_server import _exit_code
+from sandcrew.sandbox._reaper import reap_orphans
 from tests.cli.test_warm import (
     WAITS,
     WAITS_THEN_ENDS,
     Warm,
+    process_state,
     run_client,
     socket_path_for,
     wait_for_line,
     waiting_run,
     warm_process,
 )
-from tests.sandbox.helpers import process_alive, wait_until_gone
+from tests.sandbox.helpers import (
+    our_containers,
+    process_alive,
+    shared_client,
+    wait_until_gone,
+)
 
 # This file's tests start real warm processes and containers.
 pytestmark = pytest.mark.docker
@@ -500,23 +507,15 @@ def test_a_command_outlives_the_warm_process_and_is_still_watched() -> None:
 def test_a_caller_whose_go_ahead_comes_too_late_runs_the_command_with_its_own_ctrl_c(
     warm: Warm,
 ) -> None:
-    stop = threading.Event()
-
-    def hold_the_warm_process() -> None:  # for its 5 seconds
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
-            caller.connect(socket_path_for(warm.env))
-            caller.sendall(struct.pack(">I", 1000))
-            stop.wait(10)
-
-    holder = threading.Thread(target=hold_the_warm_process)
-    holder.start()
+    server = warm.pid()
+    os.kill(server, signal.SIGSTOP)  # the request waits for it
     try:
-        time.sleep(0.3)
         with run_client(warm, WAITS) as client:
             time.sleep(1)
             # Stopped with its request sent, for longer than the fork waits for its
             # go-ahead: the fork ends, and the client runs the command itself.
             client.send_signal(signal.SIGSTOP)
+            os.kill(server, signal.SIGCONT)
             time.sleep(17)
             client.send_signal(signal.SIGCONT)
             assert client.stdout is not None
@@ -526,5 +525,133 @@ def test_a_caller_whose_go_ahead_comes_too_late_runs_the_command_with_its_own_ct
             assert client.stderr is not None
             assert b"Interrupted" in client.stderr.read()
     finally:
-        stop.set()
-        holder.join()
+        os.kill(server, signal.SIGCONT)
+    assert warm.served() == 1  # the fork that waited in vain
+
+
+def _seccomp_filters(count: int) -> Callable[[], None]:
+    """What a sandbox of the caller's own does: no new privileges, and ``count`` seccomp
+    filters more (each allows every call: only their number shows)."""
+
+    def install() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        allow_all = struct.pack("HBBI", 0x06, 0, 0, 0x7FFF0000)  # BPF_RET|BPF_K, ALLOW
+
+        class Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        code = ctypes.create_string_buffer(allow_all)
+        program = Program(1, ctypes.addressof(code))
+        assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+        for _ in range(count):
+            assert libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # seccomp, a filter
+
+    return install
+
+
+def test_a_caller_with_a_seccomp_filter_of_its_own_runs_in_its_own_process() -> None:
+    # The warm process runs under one filter, as in a container with a seccomp profile.
+    with warm_process(preexec_fn=_seccomp_filters(1)) as warm:
+        alike = warm.sandcrew("--version", preexec_fn=_seccomp_filters(1))
+        served_alike = warm.served()
+        confined = warm.sandcrew("--version", preexec_fn=_seccomp_filters(2))
+
+        for result in (alike, confined):
+            assert (result.returncode, result.stdout.strip()) == (0, "0.1.0"), result.stderr
+        # Same mode (filter) and no-new-privileges both: the number of filters tells them
+        # apart, and a fork would run without the caller's own.
+        assert (served_alike, warm.served()) == (1, 1)
+
+
+def _ignore(*numbers: signal.Signals) -> Callable[[], None]:
+    def ignore() -> None:
+        for number in numbers:
+            signal.signal(number, signal.SIG_IGN)
+
+    return ignore
+
+
+@pytest.mark.parametrize(
+    "ignored",
+    [(signal.SIGINT, signal.SIGQUIT), (signal.SIGINT, signal.SIGTERM)],
+    ids=["a-scripts-background-job", "ctrl-c-and-sigterm"],
+)
+def test_a_caller_that_ignores_ctrl_c_and_is_killed_outright_ends_its_command(
+    warm: Warm, ignored: tuple[signal.Signals, ...]
+) -> None:
+    # `command &` in a script starts it with SIGINT and SIGQUIT ignored. Its run's timeout
+    # is longer than the waits below: only the caller's end can end it in time.
+    patient = dataclasses.replace(warm, env={**warm.env, "SANDCREW_SANDBOX__TIMEOUT": "110"})
+    with waiting_run(patient, preexec_fn=_ignore(*ignored)) as run:
+        command = run.command
+        run.client.kill()
+
+    if signal.SIGTERM not in ignored:
+        # Stopped as on Ctrl-C (SIGTERM, which the command line takes as one), and its
+        # container removed with it.
+        assert wait_until_gone(command, within=60) == []
+        return
+    # Nothing it takes as Ctrl-C: it ends at once, as its own process did when killed, and
+    # its container is an orphan for the reaper (owner gone).
+    deadline = time.monotonic() + 30
+    while process_alive(command):
+        assert time.monotonic() < deadline, "the command outlived its caller"
+        time.sleep(0.1)
+    left = our_containers(shared_client(), owner_pid=command)
+    assert set(reap_orphans(shared_client())) >= set(left)
+    assert our_containers(shared_client(), owner_pid=command) == []
+
+
+def test_callers_that_send_nothing_do_not_hold_the_warm_process(warm: Warm) -> None:
+    silent = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(4)]
+    try:
+        for caller in silent:
+            caller.connect(socket_path_for(warm.env))
+        # Each would hold a warm process that read one request at a time for its 5 s: the
+        # command behind them gave up after 10 s and ran in its own process.
+        result = warm.sandcrew("--version")
+        served = warm.served()
+    finally:
+        for caller in silent:
+            caller.close()
+
+    assert (result.returncode, result.stdout.strip()) == (0, "0.1.0"), result.stderr
+    assert served == 1
+
+
+def test_a_caller_that_ignores_ctrl_z_is_not_stopped_by_it(warm: Warm) -> None:
+    with waiting_run(warm, preexec_fn=_ignore(signal.SIGTSTP)) as run:
+        run.client.send_signal(signal.SIGTSTP)
+        time.sleep(1)
+        states = (process_state(run.client.pid), process_state(run.command))
+        run.client.send_signal(signal.SIGINT)
+        assert run.client.wait(timeout=90) == 130
+
+    # As its own process: SIGTSTP ignored, nothing stops.
+    assert "T" not in states
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["python-u", "buffered"])
+def test_a_callers_unbuffered_output_is_unbuffered_in_its_command(unbuffered: bool) -> None:
+    report = (
+        "import io, sys\n"
+        "from sandcrew.cli import _handover, _warm_server\n"
+        "form = _handover._stream_form(sys.stdout)\n"
+        "fork = _warm_server._text_stream(1, form)\n"
+        "print(isinstance(sys.stdout.buffer, io.RawIOBase),"
+        " isinstance(fork.buffer, io.RawIOBase))\n"
+    )
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    flags = ["-u"] if unbuffered else []
+
+    done = subprocess.run(
+        [sys.executable, *flags, "-c", report],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+        check=True,
+    )
+
+    # Its own process's stdout and the fork's, from the stream's form in the request.
+    assert done.stdout.split() == [str(unbuffered)] * 2
