@@ -360,6 +360,7 @@ def _pass_signals_on(pid: int) -> None:
     """The command gets the signals this process gets (but those it ignores); Ctrl-Z stops
     the command with this process, and ``fg`` (SIGCONT) goes on with both."""
     ending: list[int] = []
+    stop_ignored = signal.getsignal(signal.SIGTSTP) is signal.SIG_IGN  # as its own process
 
     def on_signal(number: int, _frame: object) -> None:
         if number != signal.SIGWINCH:
@@ -384,9 +385,10 @@ def _pass_signals_on(pid: int) -> None:
             os.kill(os.getpid(), signal.SIGSTOP)
             return
         _forward(pid, signal.SIGCONT)
-        signal.signal(signal.SIGTSTP, on_stop)
+        if not stop_ignored:
+            signal.signal(signal.SIGTSTP, on_stop)
 
-    if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:  # as its own process would
+    if not stop_ignored:
         signal.signal(signal.SIGTSTP, on_stop)
     signal.signal(signal.SIGCONT, on_continue)
 

@@ -253,11 +253,12 @@ def _serve_requests(listener: socket.socket, warm: WarmProcess, commands: list[_
                     _handover.send_frame(late.connection, _handover.DECLINED, "not whole in time")
                 pending.remove(late)
                 late.close()
-            # Idle means no command running and none for a while: `warm status` does not count.
-            timeout = None if commands else last_activity + warm.idle_seconds - now
+            # Idle means no command running or coming and none for a while: `warm status`
+            # does not count. While requests come, only their deadlines wake it.
             if pending:
-                first_deadline = min(caller.deadline for caller in pending) - now
-                timeout = first_deadline if timeout is None else min(timeout, first_deadline)
+                timeout: float | None = min(caller.deadline for caller in pending) - now
+            else:
+                timeout = None if commands else last_activity + warm.idle_seconds - now
             ready = _poll(commands, listener, pending, timeout)
             if _watch(commands, ready):
                 last_activity = time.monotonic()
@@ -376,6 +377,8 @@ def _read_some(caller: _Pending) -> Request | None:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             usable = len(payload) - len(payload) % 4
             caller.descriptors.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
+    if len(caller.descriptors) > 3:
+        raise ValueError("more descriptors than the 3 streams")
     if not data:
         raise ValueError("a request that ended early")
     caller.data += data
@@ -513,6 +516,9 @@ def _answer(
                 command.caller.close()
                 if command.process is not None:
                     os.close(command.process)
+            for other in pending:  # another caller's streams: its end of file is not ours
+                if other is not caller:
+                    other.close()
             listener.close()
             warm.lock.close()
             _run_command(connection, request, descriptors)

@@ -620,15 +620,21 @@ def test_callers_that_send_nothing_do_not_hold_the_warm_process(warm: Warm) -> N
 
 
 def test_a_caller_that_ignores_ctrl_z_is_not_stopped_by_it(warm: Warm) -> None:
+    states = []
     with waiting_run(warm, preexec_fn=_ignore(signal.SIGTSTP)) as run:
-        run.client.send_signal(signal.SIGTSTP)
-        time.sleep(1)
-        states = (process_state(run.client.pid), process_state(run.command))
+        # Ctrl-Z, then again after a SIGCONT (a debugger's, a supervisor's).
+        for before in (None, signal.SIGCONT):
+            if before is not None:
+                run.client.send_signal(before)
+                time.sleep(0.5)  # taken, before the next
+            run.client.send_signal(signal.SIGTSTP)
+            time.sleep(1)
+            states += [process_state(run.client.pid), process_state(run.command)]
         run.client.send_signal(signal.SIGINT)
         assert run.client.wait(timeout=90) == 130
 
     # As its own process: SIGTSTP ignored, nothing stops.
-    assert "T" not in states
+    assert "T" not in states, states
 
 
 @pytest.mark.parametrize("unbuffered", [True, False], ids=["python-u", "buffered"])
@@ -655,3 +661,77 @@ def test_a_callers_unbuffered_output_is_unbuffered_in_its_command(unbuffered: bo
 
     # Its own process's stdout and the fork's, from the stream's form in the request.
     assert done.stdout.split() == [str(unbuffered)] * 2
+
+
+def test_a_command_holds_nothing_of_a_request_still_coming(warm: Warm) -> None:
+    read_end, write_end = os.pipe()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as coming:
+            coming.connect(socket_path_for(warm.env))
+            streams = struct.pack("3i", read_end, write_end, write_end)
+            coming.sendmsg(
+                [struct.pack(">I", 1000) + b"x" * 10],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, streams)],
+            )
+            time.sleep(0.5)  # its first bytes and streams are in the warm process
+            with waiting_run(warm) as run:
+                folder = Path(f"/proc/{run.command}/fd")
+                held = {os.readlink(folder / name) for name in os.listdir(folder)}
+        pipe = f"pipe:[{os.fstat(write_end).st_ino}]"
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+    # Another caller's stdout held by a long command would keep its reader from its end of
+    # file (`sandcrew version | cat` hanging while another command runs).
+    assert pipe not in held
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def test_a_request_still_coming_at_the_idle_time_is_waited_for_at_rest() -> None:
+    with warm_process("--idle-minutes", "0.1") as warm:  # 6 seconds, from before this line
+        started = time.monotonic()
+        pid = warm.pid()  # `status` does not count as a command
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+            silent.settimeout(20)
+            time.sleep(max(started + 2.5 - time.monotonic(), 0))
+            silent.connect(socket_path_for(warm.env))  # its request is due within 5 s
+            time.sleep(max(started + 6.2 - time.monotonic(), 0))  # past the idle time
+            before = _cpu_seconds(pid)
+            time.sleep(1.0)
+            used = _cpu_seconds(pid) - before
+            reply = _handover.read_frame(silent)
+        deadline = time.monotonic() + 20
+        while process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ended = not process_alive(pid)
+
+    # It waits on the request's deadline, not in a loop (a busy one took a whole CPU),
+    # declines it when due, then ends as idle.
+    assert used < 0.5, f"{used:.2f} s of CPU in 1 s of waiting"
+    assert reply == (_handover.DECLINED, "not whole in time")
+    assert ended
+
+
+def test_a_request_with_more_descriptors_than_its_streams_is_declined_at_once(
+    warm: Warm,
+) -> None:
+    read_end, write_end = os.pipe()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+            caller.settimeout(4)  # under the 5 s a request may take: declined, not dropped
+            caller.connect(socket_path_for(warm.env))
+            streams = struct.pack("3i", write_end, write_end, write_end)
+            for _ in range(3):  # a byte at a time, each with three more descriptors
+                caller.sendmsg([b"\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, streams)])
+            reply = _handover.read_frame(caller)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+    assert reply == (_handover.DECLINED, "more descriptors than the 3 streams")
+    assert warm.status().startswith("warm: pid ")
