@@ -28,6 +28,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn, TextIO
 
@@ -69,6 +70,8 @@ class WarmProcess:
     """Files whose change ends the warm process (see :func:`_watched_files`)."""
     interpreter: str = field(default_factory=_handover.interpreter_state)
     python_variables: dict[str, str] = field(default_factory=dict)
+    confinement: list[str] = field(default_factory=lambda: _confinement("self"))
+    """What confines it (see :func:`_confinement`): a caller confined otherwise is declined."""
     """The ``PYTHON*`` variables it started with: read by the interpreter at its start only."""
 
     def describe(self) -> str:
@@ -249,8 +252,7 @@ def _serve_requests(listener: socket.socket, warm: WarmProcess, commands: list[_
             now = time.monotonic()
             for late in [caller for caller in pending if caller.deadline <= now]:
                 _say("a request failed: not whole in time")
-                with contextlib.suppress(OSError):  # a word if it listens, never a wait
-                    _handover.send_frame(late.connection, _handover.DECLINED, "not whole in time")
+                _decline(late, "not whole in time")
                 pending.remove(late)
                 late.close()
             # Idle means no command running or coming and none for a while: `warm status`
@@ -262,7 +264,7 @@ def _serve_requests(listener: socket.socket, warm: WarmProcess, commands: list[_
             ready = _poll(commands, listener, pending, timeout)
             if _watch(commands, ready):
                 last_activity = time.monotonic()
-            for caller in [caller for caller in pending if caller.fileno in ready]:
+            for caller in [caller for caller in pending if caller.connection.fileno() in ready]:
                 outcome = _answer_when_whole(caller, listener, pending, warm, commands)
                 if outcome is None:
                     continue
@@ -303,7 +305,6 @@ class _Pending:
 
     connection: socket.socket
     deadline: float
-    fileno: int
     data: bytearray = field(default_factory=bytearray)
     descriptors: list[int] = field(default_factory=list)
     """The streams that came with it (the warm process's copies, closed once answered)."""
@@ -329,7 +330,7 @@ def _accept(listener: socket.socket) -> _Pending | None:
     try:
         if _handover.peer_credentials(connection)[1] == os.getuid():
             connection.setblocking(False)
-            return _Pending(connection, time.monotonic() + REQUEST_SECONDS, connection.fileno())
+            return _Pending(connection, time.monotonic() + REQUEST_SECONDS)
     except OSError:
         pass
     connection.close()
@@ -345,13 +346,13 @@ def _answer_when_whole(
 ) -> _Command | str | None:
     """What :func:`_answer` made of the caller's request (see there), once it is whole; None
     while it is still coming."""
-    request: Request | str | None
     try:
         request = _read_some(caller)
     except BlockingIOError:
         return None
     except ValueError as error:
-        request = str(error)
+        _decline(caller, str(error))
+        return ""
     except OSError as error:  # this caller's trouble (gone): the next one
         _say(f"a request failed: {error}")
         return ""
@@ -359,15 +360,20 @@ def _answer_when_whole(
         return None
     try:
         caller.connection.settimeout(max(caller.deadline - time.monotonic(), 0.001))
-        if isinstance(request, str):
-            _handover.send_frame(caller.connection, _handover.DECLINED, request)
-            return ""
         return _answer(caller, request, listener, pending, warm, commands)
     except OSError as error:
         _say(f"a request failed: {error}")
         return ""
     finally:
         caller.close_descriptors()
+
+
+def _decline(caller: _Pending, reason: str) -> None:
+    """Tell a caller whose request is not taken why, within what is left of its time (a
+    word if it listens, never a wait past its deadline)."""
+    with contextlib.suppress(OSError):
+        caller.connection.settimeout(max(caller.deadline - time.monotonic(), 0.001))
+        _handover.send_frame(caller.connection, _handover.DECLINED, reason)
 
 
 def _read_some(caller: _Pending) -> Request | None:
@@ -540,7 +546,7 @@ def _unlike_the_warm_process(
     a fork can take from the caller, it takes: see :func:`_become_like_the_caller`)."""
     caller, _uid, _gid = _handover.peer_credentials(connection)
     theirs = _confinement(str(caller))
-    if not theirs or theirs != _confinement("self"):
+    if not theirs or theirs != warm.confinement:
         return (
             "the caller's groups, capabilities, namespaces or root differ from the warm process's"
         )
@@ -571,19 +577,23 @@ def _confinement(process: str) -> list[str]:
         root = os.stat(f"{folder}/root")
     except OSError:
         return []
-    # What the kernel does not have (a namespace, a security module) reads alike for both.
-    for kind in _NAMESPACES:
-        try:
-            facts.append(os.readlink(f"{folder}/ns/{kind}"))
-        except OSError as error:
-            facts.append(f"ns/{kind}: {error.errno}")
-    for label in _SECURITY_LABELS:
-        try:
-            with open(f"{folder}/attr/{label}", "rb") as read:
-                facts.append(f"attr/{label}: {read.read()!r}")
-        except OSError as error:
-            facts.append(f"attr/{label}: {error.errno}")
+    facts += [_fact(f"ns/{kind}", os.readlink, folder) for kind in _NAMESPACES]
+    facts += [_fact(f"attr/{label}", _read_bytes, folder) for label in _SECURITY_LABELS]
     return [*facts, f"root {root.st_dev}:{root.st_ino}"]
+
+
+def _fact(name: str, read: Callable[[str], object], folder: str) -> str:
+    """``name`` of a process's folder in /proc as ``read`` finds it; what the kernel does
+    not have (a namespace, a security module) reads alike for both processes compared."""
+    try:
+        return f"{name}: {read(f'{folder}/{name}')!r}"
+    except OSError as error:
+        return f"{name}: {error.errno}"
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as read:
+        return read.read()
 
 
 _SECURITY_LABELS = ("current", "apparmor/current", "selinux/current", "smack/current")

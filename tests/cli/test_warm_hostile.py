@@ -432,12 +432,8 @@ def test_a_confined_caller_runs_in_its_own_process(warm: Warm, confinement: str)
     assert warm.served() == 0
 
 
-def _ignore_hangups() -> None:
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup
-
-
 def test_a_signal_the_caller_ignores_is_ignored_by_its_command(warm: Warm) -> None:
-    with waiting_run(warm, preexec_fn=_ignore_hangups) as run:
+    with waiting_run(warm, preexec_fn=_ignore(signal.SIGHUP)) as run:  # as nohup
         [mask] = [
             line.split()[1]
             for line in Path(f"/proc/{run.command}/status").read_text().splitlines()
