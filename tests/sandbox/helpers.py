@@ -107,14 +107,21 @@ def python_process(script: str) -> Iterator[subprocess.Popen[bytes]]:
 
 RELEASE_FILE = "/tmp/go"
 WAITS_FOR_RELEASE = (
-    "import os, time\n"
-    "print('waiting', flush=True)\n"
+    "import os, sys, time\n"
+    "sys.stdout.write('waiting\\n')\n"
+    "sys.stdout.flush()\n"
     f"while not os.path.exists({RELEASE_FILE!r}):\n"
     "    time.sleep(0.05)\n"
-    "print('released', flush=True)\n"
+    "sys.stdout.write('released\\n')\n"
+    "sys.stdout.flush()\n"
 )
 """Prints ``waiting``, then runs until :func:`release_program` lets it end: its first line
-can only be seen before it ends if output is live."""
+can only be seen before it ends if output is live.
+
+Each line is one write: the image runs Python unbuffered, where ``print`` writes a line and
+its newline apart, and Docker may then deliver what the program wrote earlier on stderr
+between the two (stdout and stderr are read apart), so a test waiting for the whole line on
+a shared terminal would never see it."""
 
 
 def release_program(client: docker.DockerClient, *, owner_pid: int | None = None) -> None:
