@@ -19,10 +19,12 @@ import json
 import logging
 import signal
 import socket
+import sys
 from collections.abc import Awaitable, Callable
 from types import FrameType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
+import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server import Server, ServerRequestContext
@@ -42,6 +44,7 @@ from sandcrew.mcp._http import (
     check_auth_token,
 )
 from sandcrew.mcp._sessions import owner_of
+from sandcrew.mcp._stdin import ClientLines
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
 from sandcrew.settings import AppSettings
@@ -227,7 +230,8 @@ async def serve(
 
     Every run still going when the server stops is cancelled and its container removed.
     SIGTERM (which stdio clients send when the server does not exit at once after its
-    input closes) ends the serving, and the cleanup still goes on. Over HTTP, clients
+    input closes) and Ctrl-C end the serving; once the cleanup is done they raise
+    :class:`KeyboardInterrupt` (the exit status of a stopped command, 130). Over HTTP, clients
     must send ``auth_token`` as a bearer token; beyond loopback one is required;
     ``on_listening`` gets the endpoint's URL once the server accepts connections (``port``
     0 picks a free one).
@@ -240,9 +244,16 @@ async def serve(
         toolbox, limits, with_solve=with_solve, queue=QueueLimits.of(settings.mcp)
     )
     loop = asyncio.get_running_loop()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        serving.cancel()
+
     if transport == "stdio":
         serving = asyncio.ensure_future(_run_stdio(server))
-        loop.add_signal_handler(signal.SIGTERM, serving.cancel)
+        loop.add_signal_handler(signal.SIGTERM, terminate)
     else:
         http = _HttpServer(
             server,
@@ -269,12 +280,14 @@ async def serve(
         finally:
             if transport == "stdio":
                 loop.remove_signal_handler(signal.SIGTERM)
-    if transport != "stdio" and http.interrupted:
-        raise KeyboardInterrupt  # Ctrl-C: stopped as cleanly as SIGTERM, then said as Ctrl-C
+    if terminated or (transport != "stdio" and http.interrupted):
+        raise KeyboardInterrupt  # stopped cleanly, then said as every stopped command says it
 
 
 async def _run_stdio(server: Server[Any]) -> None:
-    async with stdio_server() as (read_stream, write_stream):
+    # Only stdin is ours: the SDK still moves stdout aside, so that stray prints miss the wire.
+    client_lines = cast("anyio.AsyncFile[str]", ClientLines(sys.stdin.fileno()))
+    async with stdio_server(stdin=client_lines) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
@@ -325,7 +338,7 @@ class _HttpServer(uvicorn.Server):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Task[None] | None = None
         self.interrupted = False
-        """Stopped by Ctrl-C (SIGINT) rather than SIGTERM."""
+        """Stopped by SIGTERM or Ctrl-C."""
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -342,7 +355,7 @@ class _HttpServer(uvicorn.Server):
         if self._stopping is not None or self._loop is None:
             super().handle_exit(sig, frame)  # a second signal: at once
             return
-        self.interrupted = sig == signal.SIGINT
+        self.interrupted = True
         self._loop.call_soon_threadsafe(self._stop)
 
     def _stop(self) -> None:

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 
 import pytest
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
+from mcp.types import LATEST_PROTOCOL_VERSION
 from mcp_types import INVALID_PARAMS
 
 from tests.mcp_server.helpers import (
@@ -287,3 +291,79 @@ def test_bad_server_options_are_one_line_errors(arguments: tuple[str, ...], expe
     assert completed.returncode == 2
     assert completed.stderr.startswith(expected), completed.stderr
     assert completed.stderr.count("\n") == 1
+
+
+def test_sigterm_mid_run_removes_the_container_and_exits_as_a_stopped_command() -> None:
+    with stdio_server_running_a_sleeper() as server:
+        server.send_signal(signal.SIGTERM)  # its client still holds its input open
+        exit_code = server.wait(timeout=60)
+        said = server.stderr.read().decode()  # type: ignore[union-attr]
+
+    assert exit_code == 130  # the one exit-code table: SIGTERM stops a server as Ctrl-C does
+    assert said == (
+        "Interrupted: the server stopped; its calls in flight were cancelled "
+        "and their containers removed.\n"
+    )
+    assert wait_until_gone(server.pid) == []
+
+
+def test_the_end_of_its_input_mid_run_ends_the_server_and_removes_the_container() -> None:
+    with stdio_server_running_a_sleeper() as server:
+        server.stdin.close()  # type: ignore[union-attr]
+        exit_code = server.wait(timeout=60)
+        said = server.stderr.read().decode()  # type: ignore[union-attr]
+
+    assert exit_code == 0
+    assert said == ""
+    assert wait_until_gone(server.pid) == []
+
+
+@contextlib.contextmanager
+def stdio_server_running_a_sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """`sandcrew mcp` over stdio, initialized by raw JSON-RPC lines, its container running."""
+    parameters = server_parameters("--timeout", "60")
+    server = subprocess.Popen(
+        [parameters.command, *parameters.args],
+        env=parameters.env,
+        cwd=parameters.cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    try:
+        for message in _INITIALIZE_THEN_RUN_SLEEPER:
+            server.stdin.write(json.dumps(message).encode() + b"\n")
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline())["id"] == 1  # initialized
+        asyncio.run(_until_a_container_runs(server.pid))
+        yield server
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for stream in (server.stdin, server.stdout, server.stderr):
+            if stream is not None:
+                stream.close()
+
+
+_INITIALIZE_THEN_RUN_SLEEPER = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "run_code", "arguments": {"code": SLEEPER}},
+    },
+]
