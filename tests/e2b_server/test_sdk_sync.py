@@ -187,8 +187,8 @@ def test_killing_twice_answers_not_found(e2b_env: E2bServer) -> None:
 
 
 def test_a_sandbox_is_killed_at_its_timeout(e2b_env: E2bServer) -> None:
-    created = Sandbox.create(timeout=2)
-    deadline_passed = created.run_code("import time; time.sleep(4)", timeout=30)
+    created = Sandbox.create(timeout=4)  # room for the call to arrive on a loaded machine
+    deadline_passed = created.run_code("import time; time.sleep(8)", timeout=30)
     assert deadline_passed.error is not None or not created.is_running()
     assert not created.is_running()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -60,42 +60,36 @@ def sandcrew_mcp_children(parent: int) -> list[int]:
     return found
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextlib.contextmanager
 def http_mcp_server(
     *args: str, env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``sandcrew mcp --transport streamable-http`` on a free loopback port: its URL and process."""
+    """``sandcrew mcp --transport streamable-http`` on a loopback port of its own choosing
+    (``--port 0``, named by its first line: a port chosen here could be taken by another
+    test worker before the server binds it): its URL and process."""
+    import select
     import signal
-    import socket
 
-    port = free_port()
     server = subprocess.Popen(
         [
             *(sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http"),
-            *("--host", "127.0.0.1", "--port", str(port), *args),
+            *("--host", "127.0.0.1", "--port", "0", *args),
         ],
         cwd=Path(__file__).resolve().parents[2],
         env={**os.environ, **(env or {})},
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
-    while True:
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert time.monotonic() < deadline, "the HTTP server never listened"
-        time.sleep(0.1)
+    assert server.stderr is not None
+    ready, _, _ = select.select([server.stderr], [], [], 60)
+    first_line = server.stderr.readline().decode() if ready else ""
+    listening = re.fullmatch(r"listening on (http://127\.0\.0\.1:\d+/mcp)\n", first_line)
+    if listening is None:
+        server.kill()
+        said = first_line + server.stderr.read().decode()
+        server.wait()
+        raise AssertionError(f"the HTTP server never listened: {said!r}")
     try:
-        yield f"http://127.0.0.1:{port}/mcp", server
+        yield listening.group(1), server
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGTERM)

@@ -77,6 +77,21 @@ def container_exists(client: docker.DockerClient, container_id: str) -> bool:
     return container_state(client, container_id) != "gone"
 
 
+def removed_soon(client: docker.DockerClient, container_id: str, *, within: float = 60.0) -> bool:
+    """Whether the container is gone within ``within`` seconds.
+
+    For a test that just reaped: when another test worker's reaper had begun removing
+    the same orphan, this one's skipped it (the engine answers 409) and the removal may
+    still be under way.
+    """
+    deadline = time.monotonic() + within
+    while container_exists(client, container_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def container_state(client: docker.DockerClient, container_id: str) -> str:
     """``gone``, or the engine's status of the container (``running``, ``exited``, ...)."""
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -176,12 +177,10 @@ async def _inspect_while_running(
     """Start ``code``, inspect its container while it runs, return (inspection, log size)."""
     run = asyncio.create_task(sandbox.run(code))
     try:
-        for _ in range(100):
-            found = our_containers(client)
-            if found:
-                break
+        deadline = time.monotonic() + 60  # a cold container on a busy shared engine
+        while not (found := our_containers(client)):
+            assert time.monotonic() < deadline, "the run's container never appeared"
             await asyncio.sleep(0.05)
-        assert found, "the run's container never appeared"
         await asyncio.sleep(1.5)  # let the flood go on for a while
         inspection: dict[str, Any] = client.api.inspect_container(found[0])
         log_path = inspection["LogPath"]

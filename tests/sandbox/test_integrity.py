@@ -24,7 +24,12 @@ from sandcrew.sandbox._labels import container_labels
 from sandcrew.sandbox._seccomp import ALLOWED_SYSCALLS, DENIED_SYSCALLS, seccomp_profile
 from sandcrew.sandbox.host import reap_orphans
 from tests.sandbox.conftest import IMAGE
-from tests.sandbox.helpers import container_exists, our_containers, process_alive, python_process
+from tests.sandbox.helpers import (
+    our_containers,
+    process_alive,
+    python_process,
+    removed_soon,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -115,8 +120,9 @@ async def test_a_killed_watchdog_and_a_forged_137_do_not_defeat_the_deadline(
     assert result.exit_code == 124
     assert not result.oom_killed
     assert config.timeout <= result.duration <= config.timeout + 1, result.duration
-    # The launch of a cold container comes on top of the run's own time.
-    assert elapsed < config.timeout + 5
+    # Ended by the host's own deadline (the program loops for ever): the launch of a cold
+    # container on a busy shared engine comes on top of the run's time.
+    assert elapsed < config.timeout + 60
     assert "kill 1 Operation not permitted" in result.stdout
 
 
@@ -336,7 +342,7 @@ def test_a_zombie_owner_counts_as_dead(docker_client: docker.DockerClient) -> No
     container_id = docker_client.api.create_container(IMAGE, ["true"], labels=labels)["Id"]
     try:
         reap_orphans(docker_client)
-        assert not container_exists(docker_client, container_id)
+        assert removed_soon(docker_client, container_id)
     finally:
         zombie.wait()
         _remove_quietly(docker_client, container_id)

@@ -187,7 +187,7 @@ async def test_a_cell_that_ignores_sigint_is_killed_and_the_next_cell_works(
 ) -> None:
     await session.run("x = 'gone'")
     code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
-    stuck = await session.run(code, timeout=1)
+    stuck = await session.run(code, timeout=3)  # its SIGINT comes after SIG_IGN is set
     after = await session.run("print(globals().get('x'))")
 
     assert stuck.timed_out
@@ -255,7 +255,7 @@ async def test_output_arrives_in_whole_lines_and_flushed_text_at_once(session: S
     # print writes each argument and its end apart; an argument slow to turn into text
     # leaves the host time to read what came before it, unless lines are kept whole.
     code = """
-import sys, time
+import os, sys, time
 class Slow:
     def __str__(self):
         time.sleep(0.1)
@@ -264,11 +264,20 @@ for number in range(3):
     print(number, Slow())
     print(number, Slow(), file=sys.stderr)
 print("partial", end="", flush=True)
-time.sleep(0.3)
+while not os.path.exists("go"):  # the rest of the line waits until "partial" was told
+    time.sleep(0.02)
 print(" line")
 """
     seen: list[OutputEvent] = []
-    result = await session.run(code, on_output=seen.append)
+    results: list[CellResult] = []
+    async for event in session.stream(code):
+        if isinstance(event, OutputEvent):
+            seen.append(event)
+            if event.stream == "stdout" and event.text.endswith("partial"):
+                await session.put_file("go", b"")
+        elif isinstance(event, CellResult):
+            results.append(event)
+    [result] = results
 
     lines = "".join(f"{number} slow\n" for number in range(3))
     assert (result.stdout, result.stderr) == (lines + "partial line\n", lines)

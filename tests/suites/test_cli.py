@@ -320,16 +320,16 @@ def test_baseline_of_another_suite_or_solver_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("scheme", ["", "ray://"], ids=["gcs", "ray-client"])
 def test_ray_address_that_does_not_answer_exits_3_naming_it(scheme: str) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    address = f"{scheme}127.0.0.1:{port}"  # closed now: nothing listens there
-
-    completed = subprocess.run(
-        [str(SANDCREW), "suite", "run", "basics", "-s", "canonical",
-         "--executor", "ray", "--address", address],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    with socket.socket() as held:
+        # Bound but not listening: refused, and no other test can take the port meanwhile.
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        address = f"{scheme}127.0.0.1:{port}"
+        completed = subprocess.run(
+            [str(SANDCREW), "suite", "run", "basics", "-s", "canonical",
+             "--executor", "ray", "--address", address],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
 
     assert completed.returncode == 3, completed.stderr
     assert completed.stderr == (
