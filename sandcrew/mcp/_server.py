@@ -238,6 +238,13 @@ async def serve(
     """
     if transport != "stdio":
         check_auth_token(auth_token, host=host)
+    elif sys.stdin is None or sys.stdout is None:
+        # Python leaves them None when the descriptors were closed; a file opened later
+        # could take descriptor 0 or 1 and be read or written as the client.
+        raise ConfigurationError(
+            "the stdio transport needs standard input and output (a client's pipes), and one "
+            "is closed; start it from an MCP client, or use --transport streamable-http"
+        )
     limits = limits_of(settings, allow_network=allow_network)
     toolbox = SandboxToolbox(settings, limits, session_limits=settings.sessions)
     server = build_server(
@@ -286,6 +293,7 @@ async def serve(
 
 async def _run_stdio(server: Server[Any]) -> None:
     # Only stdin is ours: the SDK still moves stdout aside, so that stray prints miss the wire.
+    assert sys.stdin is not None  # checked by serve()
     client_lines = cast("anyio.AsyncFile[str]", ClientLines(sys.stdin.fileno()))
     async with stdio_server(stdin=client_lines) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -293,6 +293,24 @@ def test_bad_server_options_are_one_line_errors(arguments: tuple[str, ...], expe
     assert completed.stderr.count("\n") == 1
 
 
+def test_a_closed_standard_input_is_a_one_line_error() -> None:
+    # Python leaves sys.stdin None; a file opened later could take descriptor 0 and be
+    # read as the client's messages.
+    completed = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m sandcrew mcp <&-', sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert completed.returncode == 2
+    assert completed.stderr == (
+        "error: the stdio transport needs standard input and output (a client's pipes), and "
+        "one is closed; start it from an MCP client, or use --transport streamable-http\n"
+    )
+
+
 def test_sigterm_mid_run_removes_the_container_and_exits_as_a_stopped_command() -> None:
     with stdio_server_running_a_sleeper() as server:
         server.send_signal(signal.SIGTERM)  # its client still holds its input open
