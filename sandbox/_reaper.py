@@ -21,7 +21,7 @@ from ._labels import (
 )
 
 
-def reap_orphans(client: docker.DockerClient, *, now: float | None = None) -> list[str]:
+def reap_orphans(client: docker.DockerClient) -> list[str]:
     """Remove sandcrew containers that nobody will remove; return their ids.
 
     A container is orphaned when its deadline label has passed (its run is
@@ -30,7 +30,7 @@ def reap_orphans(client: docker.DockerClient, *, now: float | None = None) -> li
     process started after the owner. Containers of live owners within their
     deadline are left alone.
     """
-    moment = time.time() if now is None else now
+    moment = time.time()
     try:
         containers = client.api.containers(all=True, filters={"label": PRODUCT_FILTER})
     except docker.errors.APIError as exc:

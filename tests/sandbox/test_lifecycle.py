@@ -19,6 +19,7 @@ from sandcrew.errors import ConfigurationError, ImageNotFoundError, UserError
 from sandcrew.sandbox import DockerSandbox, ExecutionResult, SandboxConfig, SandboxError
 from sandcrew.sandbox._deadlines import WATCHDOG_GRACE
 from sandcrew.sandbox._labels import (
+    DEADLINE_LABEL,
     OWNER_HOST_LABEL,
     OWNER_PID_LABEL,
     OWNER_STARTED_LABEL,
@@ -232,40 +233,26 @@ async def test_reaper_spares_live_runs(
         await run
 
 
-_HUNG_RUN = """
-from sandcrew.sandbox import DockerSandbox, SandboxConfig
-config = SandboxConfig(reap_grace_seconds=0.1)
-DockerSandbox(config).run_sync("import time; time.sleep(600)", timeout=600)
-"""
-
-
-@pytest.fixture
-def hung_run_process() -> Iterator[subprocess.Popen[bytes]]:
-    """A sandcrew process whose run will not be ended by its owner.
-
-    Its deadline is far off: the test reaps as if at that deadline (``now``), while the
-    real one is never near, so no other test worker's reaper can take the container first.
-    """
-    with python_process(_HUNG_RUN) as process:
-        yield process
-
-
-async def test_reaper_removes_containers_past_their_deadline_even_if_the_owner_lives(
-    docker_client: docker.DockerClient, hung_run_process: subprocess.Popen[bytes]
+def test_reaper_removes_containers_past_their_deadline_even_if_the_owner_lives(
+    docker_client: docker.DockerClient,
 ) -> None:
-    owner = hung_run_process
-    container_id = await _wait_for_container(docker_client, owner.pid, owner)
-    # Alive but stopped: a hung owner.
-    owner.send_signal(signal.SIGSTOP)
-    labels = docker_client.api.inspect_container(container_id)["Config"]["Labels"]
-    deadline = float(labels["sandcrew.deadline"])
-    assert container_id not in reap_orphans(docker_client, now=deadline - 1)
-    assert container_exists(docker_client, container_id)
+    # Owned by this live process, its deadline a few seconds off. Reaped at the real time
+    # only: a reap told a later moment would take other tests' live containers as well.
+    labels = container_labels(
+        run_id="past-deadline", created_at=time.time(), deadline=time.time() + 6
+    )
+    container_id = docker_client.api.create_container(IMAGE, ["true"], labels=labels)["Id"]
+    try:
+        assert container_id not in reap_orphans(docker_client)
+        assert container_exists(docker_client, container_id)  # no reaper may take it yet
 
-    reap_orphans(docker_client, now=deadline + 1)
+        time.sleep(max(0.0, float(labels[DEADLINE_LABEL]) + 0.5 - time.time()))
+        reap_orphans(docker_client)
 
-    assert removed_soon(docker_client, container_id)
-    assert our_containers(docker_client, owner_pid=owner.pid) == []
+        assert removed_soon(docker_client, container_id)
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_client.api.remove_container(container_id, force=True)
 
 
 _ABANDONED_RUN = """
