@@ -44,7 +44,7 @@ from sandcrew.mcp._http import (
     check_auth_token,
 )
 from sandcrew.mcp._sessions import owner_of
-from sandcrew.mcp._stdin import ClientLines
+from sandcrew.mcp._stdin import stdin_lines
 from sandcrew.mcp._toolbox import CURRENT_CALL, CallScope, SandboxToolbox
 from sandcrew.mcp._tools import MIB, MIN_MEMORY_MIB, ServerLimits, tool_contracts
 from sandcrew.settings import AppSettings
@@ -229,9 +229,10 @@ async def serve(
     """Serve until the client goes away (stdio) or the process is told to stop.
 
     Every run still going when the server stops is cancelled and its container removed.
-    SIGTERM (which stdio clients send when the server does not exit at once after its
-    input closes) and Ctrl-C end the serving; once the cleanup is done they raise
-    :class:`KeyboardInterrupt` (the exit status of a stopped command, 130). Over HTTP, clients
+    SIGTERM ends the serving, and once the cleanup is done raises
+    :class:`KeyboardInterrupt` (the exit status of a stopped command, 130), as Ctrl-C does
+    under :func:`asyncio.run`. Over stdio, a SIGTERM that comes after the input ended (a
+    client sends one when the server does not exit at once) changes nothing. Over HTTP, clients
     must send ``auth_token`` as a bearer token; beyond loopback one is required;
     ``on_listening`` gets the endpoint's URL once the server accepts connections (``port``
     0 picks a free one).
@@ -255,8 +256,11 @@ async def serve(
 
     def terminate() -> None:
         nonlocal terminated
-        terminated = True
-        serving.cancel()
+        # Once the input ended, the serving is over: a SIGTERM then (a stdio client sends
+        # one when the cleanup takes a while) stops nothing, and the exit stays 0.
+        if not serving.done():
+            terminated = True
+            serving.cancel()
 
     if transport == "stdio":
         serving = asyncio.ensure_future(_run_stdio(server))
@@ -293,10 +297,12 @@ async def serve(
 
 async def _run_stdio(server: Server[Any]) -> None:
     # Only stdin is ours: the SDK still moves stdout aside, so that stray prints miss the wire.
-    assert sys.stdin is not None  # checked by serve()
-    client_lines = cast("anyio.AsyncFile[str]", ClientLines(sys.stdin.fileno()))
-    async with stdio_server(stdin=client_lines) as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with stdin_lines() as client_lines:
+        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", client_lines)) as (
+            read_stream,
+            write_stream,
+        ):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 STOP_GRACE = 10.0

@@ -9,8 +9,10 @@ event loop until the descriptor is readable, so cancelling the wait ends it at o
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 _CHUNK = 64 * 1024
 
@@ -42,8 +44,44 @@ class ClientLines:
             yield line.decode("utf-8", errors="replace")
 
 
+@contextlib.contextmanager
+def stdin_lines() -> Iterator[ClientLines]:
+    """The client's lines on standard input, which meanwhile reads as empty to anyone else.
+
+    Descriptor 0 points at the null device while this lasts (the lines come from a private
+    copy), as the SDK's own transport arranges: whatever else reads it, in this process or
+    in a child, can neither take the client's bytes nor leave the loop blocked in a read
+    that a stop cannot end.
+    """
+    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        yield ClientLines(private)
+    finally:
+        os.dup2(private, 0)
+        os.close(private)
+
+
 async def _read_when_ready(fd: int) -> bytes:
     """What ``fd`` has (at most :data:`_CHUNK` bytes; empty at its end), once it has any."""
+    while True:
+        if not await _wait_until_readable(fd):
+            await asyncio.sleep(0)  # the loop still turns between two reads of a file
+            return os.read(fd, _CHUNK)
+        # Readable, so this returns at once. O_NONBLOCK is not set here (it belongs to the
+        # pipe or terminal, which the client or the shell shares), but another process may
+        # have set it: then a wake-up with nothing left to read waits again.
+        with contextlib.suppress(BlockingIOError):
+            return os.read(fd, _CHUNK)
+
+
+async def _wait_until_readable(fd: int) -> bool:
+    """Wait until ``fd`` is readable; False at once for a regular file (``sandcrew mcp <
+    requests.jsonl``), which the loop cannot wait for and whose reads never block."""
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
 
@@ -54,13 +92,9 @@ async def _read_when_ready(fd: int) -> bytes:
     try:
         loop.add_reader(fd, readable)
     except PermissionError:
-        # A regular file (``sandcrew mcp < requests.jsonl``): the loop cannot wait for one,
-        # and reading it never blocks.
-        return os.read(fd, _CHUNK)
+        return False
     try:
         await ready
     finally:
         loop.remove_reader(fd)
-    # Readable, so this returns at once. O_NONBLOCK is not set: it belongs to the pipe or
-    # terminal, which the client or the shell shares.
-    return os.read(fd, _CHUNK)
+    return True

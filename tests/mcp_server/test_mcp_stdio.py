@@ -316,13 +316,15 @@ def test_sigterm_mid_run_removes_the_container_and_exits_as_a_stopped_command() 
         server.send_signal(signal.SIGTERM)  # its client still holds its input open
         exit_code = server.wait(timeout=60)
         said = server.stderr.read().decode()  # type: ignore[union-attr]
+        # Removed by the server before it exited, not later by another process's reaper.
+        left = our_containers(shared_client(), owner_pid=server.pid)
 
     assert exit_code == 130  # the one exit-code table: SIGTERM stops a server as Ctrl-C does
     assert said == (
         "Interrupted: the server stopped; its calls in flight were cancelled "
         "and their containers removed.\n"
     )
-    assert wait_until_gone(server.pid) == []
+    assert left == []
 
 
 def test_the_end_of_its_input_mid_run_ends_the_server_and_removes_the_container() -> None:
@@ -330,10 +332,11 @@ def test_the_end_of_its_input_mid_run_ends_the_server_and_removes_the_container(
         server.stdin.close()  # type: ignore[union-attr]
         exit_code = server.wait(timeout=60)
         said = server.stderr.read().decode()  # type: ignore[union-attr]
+        left = our_containers(shared_client(), owner_pid=server.pid)
 
     assert exit_code == 0
     assert said == ""
-    assert wait_until_gone(server.pid) == []
+    assert left == []
 
 
 @contextlib.contextmanager

@@ -3,15 +3,39 @@ stop that does not wait for the client."""
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
+import fcntl
 import os
+import subprocess
+import sys
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sandcrew.mcp._stdin import ClientLines
+
+STANDARD_INPUT_MEANWHILE = """
+import asyncio, os
+from sandcrew.mcp._stdin import stdin_lines
+
+def identity(file):
+    status = os.stat(file)
+    return status.st_dev, status.st_ino
+
+async def main():
+    before = identity(0)
+    with stdin_lines() as lines:
+        null_meanwhile = identity(0) == identity(os.devnull)
+        others_read = os.read(0, 100)
+        got = [line async for line in lines]
+    print(before == identity(0), null_meanwhile, others_read, got)
+
+asyncio.run(main())
+"""
 
 
 @pytest.fixture
@@ -23,6 +47,13 @@ def pipe() -> Iterator[tuple[int, int]]:
             os.close(fd)
 
 
+def unread(fd: int) -> int:
+    """Bytes waiting in the pipe."""
+    waiting = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, waiting)
+    return waiting[0]
+
+
 async def collect(lines: ClientLines) -> list[str]:
     return [line async for line in lines]
 
@@ -32,7 +63,9 @@ async def test_lines_come_whole_however_the_writes_cut_them(pipe: tuple[int, int
     collecting = asyncio.ensure_future(collect(ClientLines(reading)))
     for piece in (b'{"a"', b": 1}\n{", b'"b": 2}\n\n', "é\n".encode()[:1]):
         os.write(writing, piece)
-        await asyncio.sleep(0.05)  # each piece read on its own
+        # Each piece read on its own before the next is written (a kernel count: no event).
+        while unread(reading):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
     os.write(writing, "é\n".encode()[1:] + b"last, without a newline")
     os.close(writing)
 
@@ -84,7 +117,9 @@ async def test_cancelling_a_read_ends_it_at_once_while_the_client_writes_nothing
     assert done == {reader}  # the write end is still open: a blocking read would hang here
     assert reader.cancelled()
     assert seen == ["first\n"]
-    # The loop no longer watches the descriptor: a later reader of it starts afresh.
+    # The loop no longer watches the descriptor (it would wake at every turn while data
+    # waits), and a later reader of it starts afresh.
+    assert not asyncio.get_running_loop().remove_reader(reading)
     os.write(writing, b"second\n")
     os.close(writing)
     assert await collect(ClientLines(reading)) == ["second\n"]
@@ -98,3 +133,16 @@ async def test_a_regular_file_is_read_to_its_end(tmp_path: Path) -> None:
         assert await collect(ClientLines(fd)) == ['{"id": 1}\n', '{"id": 2}\n']
     finally:
         os.close(fd)
+
+
+def test_standard_input_reads_as_empty_to_others_meanwhile_and_is_given_back() -> None:
+    # In a process of its own: a test worker's own standard input is its channel to pytest.
+    completed = subprocess.run(
+        [sys.executable, "-c", STANDARD_INPUT_MEANWHILE],
+        input=b"one\ntwo\n",
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+
+    assert completed.stdout == b"True True b'' ['one\\n', 'two\\n']\n", completed.stderr
