@@ -70,9 +70,9 @@ class WarmProcess:
     """Files whose change ends the warm process (see :func:`_watched_files`)."""
     interpreter: str = field(default_factory=_handover.interpreter_state)
     python_variables: dict[str, str] = field(default_factory=dict)
+    """The ``PYTHON*`` variables it started with: read by the interpreter at its start only."""
     confinement: list[str] = field(default_factory=lambda: _confinement("self"))
     """What confines it (see :func:`_confinement`): a caller confined otherwise is declined."""
-    """The ``PYTHON*`` variables it started with: read by the interpreter at its start only."""
 
     def describe(self) -> str:
         return (
@@ -318,6 +318,10 @@ class _Pending:
         self.close_descriptors()
         self.connection.close()
 
+    def wait_no_longer_than_its_deadline(self) -> None:
+        """Blocking sends and reads to it end by its deadline (a moment, if it is past)."""
+        self.connection.settimeout(max(self.deadline - time.monotonic(), 0.001))
+
 
 def _accept(listener: socket.socket) -> _Pending | None:
     """The next caller, if it is this user's."""
@@ -359,7 +363,7 @@ def _answer_when_whole(
     if request is None:
         return None
     try:
-        caller.connection.settimeout(max(caller.deadline - time.monotonic(), 0.001))
+        caller.wait_no_longer_than_its_deadline()
         return _answer(caller, request, listener, pending, warm, commands)
     except OSError as error:
         _say(f"a request failed: {error}")
@@ -372,7 +376,7 @@ def _decline(caller: _Pending, reason: str) -> None:
     """Tell a caller whose request is not taken why, within what is left of its time (a
     word if it listens, never a wait past its deadline)."""
     with contextlib.suppress(OSError):
-        caller.connection.settimeout(max(caller.deadline - time.monotonic(), 0.001))
+        caller.wait_no_longer_than_its_deadline()
         _handover.send_frame(caller.connection, _handover.DECLINED, reason)
 
 

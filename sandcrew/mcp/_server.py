@@ -232,8 +232,8 @@ async def serve(
     SIGTERM ends the serving, and once the cleanup is done raises
     :class:`KeyboardInterrupt` (the exit status of a stopped command, 130), as Ctrl-C does
     under :func:`asyncio.run`. Over stdio, a SIGTERM that comes after the input ended (a
-    client sends one when the server does not exit at once) changes nothing. Over HTTP, clients
-    must send ``auth_token`` as a bearer token; beyond loopback one is required;
+    client sends one when the server does not exit at once) changes nothing. Over HTTP,
+    clients must send ``auth_token`` as a bearer token; beyond loopback one is required;
     ``on_listening`` gets the endpoint's URL once the server accepts connections (``port``
     0 picks a free one).
     """
@@ -252,19 +252,11 @@ async def serve(
         toolbox, limits, with_solve=with_solve, queue=QueueLimits.of(settings.mcp)
     )
     loop = asyncio.get_running_loop()
-    terminated = False
-
-    def terminate() -> None:
-        nonlocal terminated
-        # Once the input ended, the serving is over: a SIGTERM then (a stdio client sends
-        # one when the cleanup takes a while) stops nothing, and the exit stays 0.
-        if not serving.done():
-            terminated = True
-            serving.cancel()
-
     if transport == "stdio":
         serving = asyncio.ensure_future(_run_stdio(server))
-        loop.add_signal_handler(signal.SIGTERM, terminate)
+        # Once the input ended, the serving is done and cancelling it does nothing: a
+        # SIGTERM then (a stdio client sends one while the cleanup runs) leaves the exit 0.
+        loop.add_signal_handler(signal.SIGTERM, serving.cancel)
     else:
         http = _HttpServer(
             server,
@@ -291,7 +283,8 @@ async def serve(
         finally:
             if transport == "stdio":
                 loop.remove_signal_handler(signal.SIGTERM)
-    if terminated or (transport != "stdio" and http.interrupted):
+    # Only SIGTERM cancels the serving here (a cancel from outside was raised above).
+    if serving.cancelled() or (transport != "stdio" and http.interrupted):
         raise KeyboardInterrupt  # stopped cleanly, then said as every stopped command says it
 
 
