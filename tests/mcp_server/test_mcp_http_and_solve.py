@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import select
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from typing import IO
 
 import pytest
 from mcp import ClientSession
@@ -89,50 +86,31 @@ async def test_solve_is_offered_only_with_a_model_and_reports_progress() -> None
     assert speakers == ["admin", "coder", "reviewer", "runner", "admin"]
 
 
-def _first_line(stream: IO[str], within: float) -> str:
-    """The first line of ``stream``, or "" when none came within ``within`` seconds."""
-    ready, _, _ = select.select([stream], [], [], within)
-    return stream.readline() if ready else ""
-
-
 def test_the_http_server_says_where_it_listens_and_stops_cleanly_on_sigterm() -> None:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "sandcrew", "mcp", "--transport", "streamable-http",
-         "--host", "127.0.0.1", "--port", "0", "--timeout", "60"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    # The helper checks that its first line says where it listens (`--port 0`).
+    with http_mcp_server("--timeout", "60") as (url, server):
 
-    async def stopped_mid_run(url: str) -> CallToolResult:
-        async with (
-            streamable_http_client(url) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            call = asyncio.ensure_future(
-                session.call_tool("run_code", {"code": "import time\ntime.sleep(60)"})
-            )
-            deadline = time.monotonic() + 60
-            while not our_containers(shared_client(), owner_pid=server.pid):
-                assert time.monotonic() < deadline, "the run never started"
-                await asyncio.sleep(0.2)
-            server.send_signal(signal.SIGTERM)
-            return await asyncio.wait_for(call, 60)
+        async def stopped_mid_run() -> CallToolResult:
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                call = asyncio.ensure_future(
+                    session.call_tool("run_code", {"code": "import time\ntime.sleep(60)"})
+                )
+                deadline = time.monotonic() + 60
+                while not our_containers(shared_client(), owner_pid=server.pid):
+                    assert time.monotonic() < deadline, "the run never started"
+                    await asyncio.sleep(0.2)
+                server.send_signal(signal.SIGTERM)
+                return await asyncio.wait_for(call, 60)
 
-    assert server.stderr is not None
-    try:
-        listening = _first_line(server.stderr, 60)
-        assert re.fullmatch(r"listening on http://127\.0\.0\.1:\d+/mcp\n", listening), listening
-        result = asyncio.run(stopped_mid_run(listening.split()[-1]))
+        result = asyncio.run(stopped_mid_run())
         exit_code = server.wait(60)
-        rest = server.stderr.read()
+        rest = server.stderr.read().decode()  # type: ignore[union-attr]
         # Removed by the server before it exited, not later by another process's reaper.
         left = our_containers(shared_client(), owner_pid=server.pid)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        server.stderr.close()
 
     # The run in flight is answered (as the client's model reads errors), its container gone.
     assert result.is_error is True
